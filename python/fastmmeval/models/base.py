@@ -1,0 +1,89 @@
+"""The model backend interface and `--model_args` parsing."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.protocol import Request, Response
+from fastmmeval.registry import Registry
+
+
+class Model(ABC):
+    """A backend: answers batches of Requests. Subclasses declare their `--model_args` as a
+    dataclass `Args` and are built by `from_args`."""
+
+    name: ClassVar[str]
+    Args: ClassVar[type]
+
+    @classmethod
+    def from_args(cls, raw: dict[str, str]) -> Model:
+        """Build the backend from `--model_args` strings (checked and typed against `Args`)."""
+        return cls(parse_args(cls.Args, raw, where=f"--model_args for model {cls.name!r}"))
+
+    @abstractmethod
+    def __init__(self, args: Any) -> None: ...
+
+    @abstractmethod
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """One Response with `text` (or `error`) per generate request, in order."""
+
+    @abstractmethod
+    def loglikelihood(self, requests: list[Request]) -> list[Response]:
+        """One Response with per-continuation `logprobs` (or `error`) per request, in order."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this model's outputs: weights, revisions, settings."""
+
+
+MODELS: Registry[type[Model]] = Registry("model")
+
+
+def parse_model_args(text: str) -> dict[str, str]:
+    """'k=v,k2=v2' -> {'k': 'v', 'k2': 'v2'} (values may contain '=')."""
+    out: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--model_args: expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_args(schema: type, raw: dict[str, str], where: str) -> Any:
+    """Fill dataclass `schema` from strings, converting to each field's type."""
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    hints = typing.get_type_hints(schema)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=2, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{where}: unknown argument {key!r}{hint} (accepted: {', '.join(fields)})")
+        values[key] = _convert(value, hints[key], f"{where}: {key}")
+    try:
+        return schema(**values)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _convert(value: str, hint: Any, where: str) -> Any:
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    kind = kinds[0]
+    if kind is bool:
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}") from None
+    return value

@@ -1,0 +1,1 @@
+"""Tasks: YAML protocols, dataset sources, prompt templates."""
