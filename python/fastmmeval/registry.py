@@ -40,7 +40,7 @@ class Registry(Generic[T]):
         """'unknown <kind> X; did you mean ...' with the closest registered names."""
         close = difflib.get_close_matches(name, self._items, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        return f"unknown {self.kind} {name!r}{hint} (known: {len(self._items)}, list them with `fastmmeval {self.kind}s`)"
+        return f"unknown {self.kind} {name!r}{hint} (list them with `fastmmeval {self.kind}s`)"
 
     def __contains__(self, name: object) -> bool:
         return name in self._items

@@ -1,12 +1,145 @@
-"""Dataset sources: where a task's rows come from."""
+"""Dataset sources: where a task's rows come from (hub, disk, jsonl/parquet, builders)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from fastmmeval.errors import ConfigError
 from fastmmeval.registry import Registry
+from fastmmeval.tasks.config import DatasetSpec
 
 # A builder writes a dataset's files (jsonl/parquet + images) into the folder it is given;
 # the task's `dataset.data_files` are then read relative to that folder.
 DATASET_BUILDERS: Registry[Callable[[Path], None]] = Registry("dataset builder")
+
+
+def cache_dir() -> Path:
+    """Where built datasets live: $FASTMMEVAL_CACHE or ~/.cache/fastmmeval."""
+    return Path(os.environ.get("FASTMMEVAL_CACHE", Path.home() / ".cache" / "fastmmeval"))
+
+
+class Rows(Sequence):
+    """Random access to a split's rows as dicts, plus where relative image paths start."""
+
+    def __init__(self, data: Any, image_root: Path | None, identity: dict[str, Any]) -> None:
+        self._data = data
+        self.image_root = image_root
+        self.identity = identity
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return dict(self._data[i])
+
+    def column(self, name: str) -> list[Any]:
+        """All values of one field, without decoding images (None where a row lacks it)."""
+        if isinstance(self._data, list):
+            return [row.get(name) for row in self._data]
+        if name not in self._data.column_names:
+            return [None] * len(self._data)
+        return list(self._data[name])
+
+
+def load_rows(spec: DatasetSpec, split: str) -> Rows:
+    """The rows of `split` from the source `spec` names."""
+    base = Path(spec.base_dir)
+    if spec.builder:
+        base = _built_folder(spec.builder)
+    if spec.data_files:
+        return _load_files(spec, split, base)
+    if spec.load_from_disk:
+        return _from_disk(_resolve(base, spec.load_from_disk), split, spec)
+    return _from_hub(spec, split)
+
+
+def _resolve(base: Path, p: str) -> Path:
+    path = Path(os.path.expanduser(p))
+    return path if path.is_absolute() else base / path
+
+
+def _built_folder(name: str) -> Path:
+    build = DATASET_BUILDERS.get(name)
+    out = cache_dir() / "datasets" / name
+    build(out)
+    return out
+
+
+def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
+    assert spec.data_files is not None
+    if split not in spec.data_files:
+        raise ConfigError(f"dataset.data_files has no split {split!r} (has: {', '.join(spec.data_files)})")
+    files = [_resolve(base, f) for f in spec.data_files[split]]
+    rows: list[dict[str, Any]] = []
+    digest = hashlib.sha256()
+    for f in files:
+        if not f.exists():
+            raise ConfigError(f"dataset file not found: {f}")
+        digest.update(f.read_bytes())
+        if f.suffix in (".jsonl", ".json"):
+            rows.extend(_read_jsonl(f))
+        elif f.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows.extend(pq.read_table(f).to_pylist())
+        else:
+            raise ConfigError(f"dataset file {f}: unsupported format (use .jsonl or .parquet)")
+    image_root = _resolve(base, spec.image_root) if spec.image_root else files[0].parent
+    identity = {**spec.identity(), "split": split, "sha256": digest.hexdigest()[:16]}
+    return Rows(rows, image_root, identity)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path}:{lineno}: each line must be a JSON object")
+            rows.append(row)
+    return rows
+
+
+def _pick_split(data: Any, split: str, where: str) -> Any:
+    import datasets
+
+    if isinstance(data, datasets.DatasetDict):
+        if split not in data:
+            raise ConfigError(f"{where} has no split {split!r} (has: {', '.join(data)})")
+        return data[split]
+    return data
+
+
+def _from_disk(folder: Path, split: str, spec: DatasetSpec) -> Rows:
+    import datasets
+
+    if not folder.exists():
+        raise ConfigError(f"dataset.load_from_disk: folder not found: {folder}")
+    try:
+        data = datasets.load_from_disk(str(folder))
+    except (FileNotFoundError, ValueError) as e:
+        raise ConfigError(f"{folder}: not a dataset saved with save_to_disk ({e})") from None
+    return Rows(_pick_split(data, split, str(folder)), folder, {**spec.identity(), "split": split})
+
+
+def _from_hub(spec: DatasetSpec, split: str) -> Rows:
+    import datasets
+
+    try:
+        data = datasets.load_dataset(spec.path, spec.name, split=split, revision=spec.revision)
+    except Exception as e:  # datasets raises many types for "not reachable / not found"
+        raise ConfigError(
+            f"cannot load hub dataset {spec.path!r} split {split!r}: {type(e).__name__}: {str(e)[:200]} "
+            "(offline? pre-download it and pass --data_dir)"
+        ) from None
+    return Rows(data, None, {**spec.identity(), "split": split, "fingerprint": data._fingerprint})

@@ -1,0 +1,157 @@
+"""`fastmmeval`: the command line. It parses arguments and calls the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fastmmeval.errors import FastmmevalError
+
+SUBCOMMANDS = ("run", "tasks", "models")
+
+
+def _run_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="evaluate a model on tasks (flags follow lmms-eval)")
+    p.add_argument("--model", required=True, help="backend name (see `fastmmeval models`)")
+    p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
+    p.add_argument("--tasks", required=True, help="comma-separated task or group names")
+    p.add_argument("--limit", type=int, default=None, help="only the first N docs of each task")
+    p.add_argument("--batch_size", type=int, default=1, help="requests per model call")
+    p.add_argument("--output_path", type=Path, default=Path("runs"), help="folder for run folders")
+    p.add_argument(
+        "--log_samples",
+        action="store_true",
+        help="accepted for lmms-eval compatibility: samples are always written (resume needs them)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        help="continue the newest run with the same settings (or the run folder given)",
+    )
+    p.add_argument("--no_progress", action="store_true", help="hide progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="fastmmeval", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    t = sub.add_parser("tasks", help="list registered tasks and groups")
+    t.add_argument("--include_path", action="append", default=[])
+    sub.add_parser("models", help="list registered model backends")
+    return parser
+
+
+def results_table(results: dict[str, Any]) -> Table:
+    """A terminal table: one row per task metric, with stderr and failure counts."""
+    table = Table(title="fastmmeval results")
+    for col in ("Task", "Version", "Mode", "n", "Failed", "Metric", "Value", "± Stderr"):
+        table.add_column(col, justify="right" if col in ("n", "Failed", "Value", "± Stderr") else "left")
+    for name, r in results.items():
+        mode = r["output_type"] + (f"/{r['mc_mode']}" if r.get("mc_mode") else "")
+        for metric, v in r["metrics"].items():
+            value = "n/a" if v["value"] is None else f"{v['value']:.4f}"
+            stderr = "n/a" if v["stderr"] is None else f"{v['stderr']:.4f}"
+            table.add_row(name, str(r["version"]), mode, str(r["n"]), str(r["n_failed"]), metric, value, stderr)
+    return table
+
+
+def _cmd_run(args: argparse.Namespace, argv: list[str]) -> None:
+    from fastmmeval.evaluate import RunConfig, evaluate
+
+    config = RunConfig(
+        model=args.model,
+        model_args=args.model_args,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()],
+        limit=args.limit,
+        seed=args.seed,
+        include_path=[str(Path(p).resolve()) for p in args.include_path],
+    )
+    resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
+    run, results = evaluate(
+        config,
+        output_path=args.output_path,
+        batch_size=args.batch_size,
+        resume=resume,
+        progress=not args.no_progress,
+        command=["fastmmeval", *argv],
+    )
+    console = Console()
+    console.print(results_table(results))
+    console.print(f"run folder: {run.root}")
+
+
+def _cmd_tasks(args: argparse.Namespace) -> None:
+    from fastmmeval.tasks.catalog import Catalog
+
+    catalog = Catalog(Path(p) for p in args.include_path)
+    table = Table(title="tasks")
+    for col in ("Task", "Groups", "Output", "Dataset", "Split", "Metrics"):
+        table.add_column(col)
+    for name, c in catalog.tasks.items():
+        d = c.dataset
+        source = d.path or d.load_from_disk or (f"builder:{d.builder}" if d.builder else "files")
+        output = c.output_type + (f"/{c.mc_mode}" if c.mc_mode else "")
+        table.add_row(name, ",".join(c.group), output, source, c.split, ",".join(c.metrics))
+    console = Console()
+    console.print(table)
+    for group, members in sorted(catalog.groups.items()):
+        console.print(f"group {group}: {', '.join(members)}")
+
+
+def _cmd_models() -> None:
+    from fastmmeval.models import MODELS
+
+    table = Table(title="models")
+    table.add_column("Model")
+    table.add_column("Arguments (--model_args)")
+    table.add_column("What")
+    import dataclasses
+
+    for name, cls in MODELS.items():
+        fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls.Args))
+        table.add_row(name, fields, (cls.__doc__ or "").strip().splitlines()[0])
+    Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (1 with a one-line error on bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `fastmmeval --model ... --tasks ...` works like lmms-eval's bare invocation.
+    if argv and argv[0] not in SUBCOMMANDS and any(a.startswith("--model") for a in argv):
+        debug = "--debug" in argv
+        argv = ["run", *[a for a in argv if a != "--debug"]]
+        if debug:
+            argv.insert(0, "--debug")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            _cmd_run(args, argv)
+        elif args.command == "tasks":
+            _cmd_tasks(args)
+        else:
+            _cmd_models()
+    except FastmmevalError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"fastmmeval: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("fastmmeval: interrupted; finished samples are saved (continue with --resume)", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

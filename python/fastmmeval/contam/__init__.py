@@ -1,0 +1,1 @@
+"""Contamination audits: n-gram hashing and (later) out-of-core indexes."""

@@ -1,0 +1,281 @@
+"""The evaluator loop: docs -> requests (prepared ahead in a pool) -> model -> scores -> samples."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+import fastmmeval
+from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.models.base import MODELS, Model, parse_model_args
+from fastmmeval.protocol import Doc, Request, Response
+from fastmmeval.results import RunDir
+from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks.task import DocRef, Task
+
+
+@dataclass
+class Prepared:
+    """A doc with its request, or the reason it could not be made into one."""
+
+    ref: DocRef
+    doc: Doc | None = None
+    request: Request | None = None
+    error: str | None = None
+
+
+def _prepare(task: Task, ref: DocRef, seed: int) -> Prepared:
+    try:
+        doc = task.doc(ref)
+        return Prepared(ref, doc, task.request(doc, seed))
+    except DocError as e:
+        return Prepared(ref, error=str(e))
+
+
+def prepared_docs(task: Task, refs: list[DocRef], seed: int, workers: int, ahead: int) -> Iterator[Prepared]:
+    """Docs with their requests in order; image decoding runs in a pool up to `ahead` docs
+    ahead of the consumer, so the model never waits on decoding it could overlap."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prepare") as pool:
+        window: deque[Future[Prepared]] = deque()
+        pending = iter(refs)
+        for ref in pending:
+            window.append(pool.submit(_prepare, task, ref, seed))
+            if len(window) >= ahead:
+                break
+        while window:
+            item = window.popleft().result()
+            nxt = next(pending, None)
+            if nxt is not None:
+                window.append(pool.submit(_prepare, task, nxt, seed))
+            yield item
+
+
+def _batches(items: Iterator[Prepared], size: int) -> Iterator[list[Prepared]]:
+    batch: list[Prepared] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _call_model(model: Model, requests: list[Request]) -> dict[str, Response]:
+    out: dict[str, Response] = {}
+    for kind, method in (("generate", model.generate), ("loglikelihood", model.loglikelihood)):
+        group = [r for r in requests if r.kind == kind]
+        if not group:
+            continue
+        responses = method(group)
+        if [r.request_id for r in responses] != [r.id for r in group]:
+            raise RuntimeError(f"model {model.name!r} answered requests out of order or incompletely")
+        out.update((r.request_id, r) for r in responses)
+    return out
+
+
+def _sample(task: Task, item: Prepared, response: Response | None) -> dict[str, Any]:
+    sample: dict[str, Any] = {"doc_id": item.ref.id, "doc_index": item.ref.index}
+    if item.request is not None:
+        sample["request_kind"] = item.request.kind
+        sample["prompt"] = [{"role": m.role, "content": m.text} for m in item.request.messages]
+        sample["images"] = [p.ref for m in item.request.messages for p in m.content if hasattr(p, "image")]
+        if item.request.continuations:
+            sample["continuations"] = list(item.request.continuations)
+    if item.error is not None:
+        return {**sample, "failed": item.error}
+    assert response is not None and item.doc is not None
+    if response.error is not None:
+        return {**sample, "failed": f"{task.where(item.doc)}: model error: {response.error}"}
+    sample["response"] = response.text
+    if response.logprobs is not None:
+        sample["logprobs"] = response.logprobs
+        sample["is_greedy"] = response.is_greedy
+    try:
+        sample.update(task.score(item.doc, response))
+    except DocError as e:
+        return {**sample, "failed": str(e)}
+    sample["failed"] = None
+    return sample
+
+
+def run_task(
+    model: Model,
+    task: Task,
+    run: RunDir,
+    *,
+    limit: int | None,
+    batch_size: int,
+    seed: int,
+    workers: int = 2,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate one task, skipping docs whose samples the run already holds; returns its results."""
+    refs = task.doc_refs(limit)
+    done = run.completed(task.name)
+    todo = [r for r in refs if r.id not in done]
+    with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not progress) as bar:
+        for batch in _batches(prepared_docs(task, todo, seed, workers, ahead=2 * batch_size + 2), batch_size):
+            responses = _call_model(model, [item.request for item in batch if item.request is not None])
+            samples = [_sample(task, item, responses.get(item.request.id) if item.request else None) for item in batch]
+            run.append(task.name, samples)
+            done.update((s["doc_id"], s) for s in samples)
+            bar.update(len(batch))
+    return aggregate(task, [done[r.id] for r in refs])
+
+
+def _failure_kind(reason: str) -> str:
+    for kind in ("unreadable image", "model error", "missing field", "missing image field", "missing target"):
+        if kind in reason:
+            return kind
+    return "other"
+
+
+def aggregate(task: Task, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Task results from its samples (in doc order): each metric with its stderr, counts of
+    scored and failed docs, and which extraction rules decided the answers."""
+    scored = [s for s in samples if s.get("failed") is None]
+    failed = [s for s in samples if s.get("failed") is not None]
+    out: dict[str, Any] = {
+        "alias": task.name,
+        "version": task.config.version,
+        "fingerprint": task.fingerprint(),
+        "output_type": task.config.output_type,
+        "mc_mode": task.config.mc_mode,
+        "n": len(samples),
+        "n_scored": len(scored),
+        "n_failed": len(failed),
+        "failures": dict(Counter(_failure_kind(s["failed"]) for s in failed)),
+        "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
+        "metrics": {},
+    }
+    for metric in task.metrics:
+        value, stderr = (
+            v if math.isfinite(v) else None for v in metric.aggregate([s["metrics"][metric.name] for s in scored])
+        )
+        out["metrics"][metric.name] = {"value": value, "stderr": stderr}
+        out[f"{metric.name},none"] = value  # lmms-eval's result keys
+        out[f"{metric.name}_stderr,none"] = stderr
+    return out
+
+
+@dataclass
+class RunConfig:
+    """Everything that decides what a run computes (a resumed run must match it)."""
+
+    model: str
+    model_args: str = ""
+    tasks: list[str] = field(default_factory=list)
+    limit: int | None = None
+    seed: int = 0
+    include_path: list[str] = field(default_factory=list)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0], "fastmmeval": fastmmeval.__version__}
+    for name in ("torch", "transformers", "datasets", "numpy", "pillow"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _git_hash() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:
+        pass
+
+
+def evaluate(
+    config: RunConfig,
+    *,
+    output_path: Path,
+    batch_size: int = 1,
+    resume: bool | Path = False,
+    progress: bool = True,
+    command: list[str] | None = None,
+) -> tuple[RunDir, dict[str, Any]]:
+    """Run `config` and write its run folder; with `resume`, continue the newest matching run
+    under `output_path` (or the run folder given) instead of starting over."""
+    catalog = Catalog(Path(p) for p in config.include_path)
+    tasks = [Task(c) for c in catalog.resolve(config.tasks)]
+    model_cls = MODELS.get(config.model)
+    model_args = parse_model_args(config.model_args)
+    run = _open_run(config, output_path, resume)
+    fingerprints = {t.name: t.fingerprint() for t in tasks}
+    manifest = run.read_json("manifest.json")
+    if manifest is not None and manifest["task_fingerprints"] != fingerprints:
+        changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]
+        raise ConfigError(f"{run.root}: task(s) {', '.join(changed)} changed since this run began; start a new run")
+    _seed_everything(config.seed)
+    model = model_cls.from_args(model_args)
+    manifest = manifest or {
+        "run_id": run.root.name,
+        "config": asdict(config),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": command or [],
+        "versions": _versions(),
+        "git": _git_hash(),
+        "model_fingerprint": model.fingerprint(),
+        "task_fingerprints": fingerprints,
+        "resumed": [],
+    }
+    if resume and (run.root / "samples").exists():
+        manifest["resumed"].append(time.strftime("%Y-%m-%dT%H:%M:%S"))
+    run.write_json("manifest.json", manifest)
+    results: dict[str, Any] = {}
+    for task in tasks:
+        results[task.name] = run_task(
+            model, task, run, limit=config.limit, batch_size=batch_size, seed=config.seed, progress=progress
+        )
+        run.write_json("results.json", {"results": results, "config": asdict(config), "run_id": run.root.name})
+    manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    run.write_json("manifest.json", manifest)
+    return run, results
+
+
+def _open_run(config: RunConfig, output_path: Path, resume: bool | Path) -> RunDir:
+    if isinstance(resume, Path):
+        run = RunDir(resume)
+        manifest = run.read_json("manifest.json")
+        if manifest is None:
+            raise ConfigError(f"--resume {resume}: no manifest.json there (not a run folder)")
+        if manifest.get("config") != asdict(config):
+            raise ConfigError(f"--resume {resume}: that run was started with other settings: {manifest.get('config')}")
+        return run
+    if resume:
+        found = RunDir.find_resumable(output_path, asdict(config))
+        if found is not None:
+            return found
+    return RunDir.create(output_path, config.model)

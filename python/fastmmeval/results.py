@@ -1,0 +1,113 @@
+"""The run folder: manifest, per-task samples appended as docs finish, results; all atomic."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fastmmeval.errors import ConfigError
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    """`<output_path>/<run_id>/` with manifest.json, results.json and samples/<task>.jsonl."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.samples_dir = root / "samples"
+
+    @classmethod
+    def create(cls, output_path: Path, model_name: str) -> RunDir:
+        """A new, empty run folder named after the model and the time."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for attempt in range(1000):
+            root = output_path / f"{model_name}_{stamp}" + (f"_{attempt}" if attempt else "")
+            try:
+                root.mkdir(parents=True)
+                return cls(root)
+            except FileExistsError:
+                continue
+        raise ConfigError(f"{output_path}: cannot create a new run folder")
+
+    @classmethod
+    def find_resumable(cls, output_path: Path, config: dict[str, Any]) -> RunDir | None:
+        """The newest run under `output_path` started with the same run config, if any."""
+        if not output_path.is_dir():
+            return None
+        candidates = []
+        for manifest in output_path.glob("*/manifest.json"):
+            try:
+                data = json.loads(manifest.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if data.get("config") == config:
+                candidates.append((data.get("started", ""), manifest.parent))
+        return cls(max(candidates)[1]) if candidates else None
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON file of the run, or None when absent."""
+        path = self.root / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def write_json(self, name: str, data: Any) -> None:
+        """Atomically (re)write a JSON file of the run."""
+        write_json_atomic(self.root / name, data)
+
+    def _samples_path(self, task: str) -> Path:
+        return self.samples_dir / f"{task}.jsonl"
+
+    def completed(self, task: str) -> dict[str, dict[str, Any]]:
+        """Samples already written for `task` by doc id. A torn last line (the process was
+        killed while writing it) is cut off so appends continue on a clean line."""
+        path = self._samples_path(task)
+        if not path.exists():
+            return {}
+        raw = path.read_bytes()
+        lines = raw.splitlines(keepends=True)
+        done: dict[str, dict[str, Any]] = {}
+        good_end = 0
+        for lineno, line in enumerate(lines, 1):
+            try:
+                sample = json.loads(line) if line.endswith(b"\n") else None
+            except json.JSONDecodeError:
+                sample = None
+            if sample is None:
+                if lineno == len(lines):
+                    break
+                raise ConfigError(f"{path}:{lineno}: corrupt sample line; fix or remove it to resume")
+            done[sample["doc_id"]] = sample
+            good_end += len(line)
+        if good_end != len(raw):
+            with path.open("r+b") as f:
+                f.truncate(good_end)
+        return done
+
+    def append(self, task: str, samples: list[dict[str, Any]]) -> None:
+        """Append finished samples and make them durable before returning."""
+        if not samples:
+            return
+        self.samples_dir.mkdir(parents=True, exist_ok=True)
+        blob = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
+        with self._samples_path(task).open("a", encoding="utf-8") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())

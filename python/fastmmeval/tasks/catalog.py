@@ -1,0 +1,65 @@
+"""The task catalog: built-in task files plus any `--include_path` folders, and groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.registry import Registry
+from fastmmeval.tasks import demo_data as _demo_data  # noqa: F401  (registers the `demo` builder)
+from fastmmeval.tasks.config import TaskConfig, parse_task
+from fastmmeval.tasks.yaml_lines import load_yaml
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+
+
+class Catalog:
+    """Every known task and group by name; a group names a list of tasks."""
+
+    def __init__(self, include_paths: Iterable[Path] = ()) -> None:
+        self.tasks: Registry[TaskConfig] = Registry("task")
+        self.groups: dict[str, list[str]] = {}
+        for folder in [BUILTIN_DIR, *include_paths]:
+            if not Path(folder).is_dir():
+                raise ConfigError(f"--include_path {folder}: not a folder")
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                self._add_file(path)
+        for group, members in self.groups.items():
+            for name in members:
+                if name not in self.tasks:
+                    raise ConfigError(f"group {group!r} names {self.tasks.unknown_message(name)}")
+
+    def _add_file(self, path: Path) -> None:
+        data = load_yaml(path)
+        if "task" not in data and "tasks" in data:
+            if set(data) - {"group", "tasks", "description"} or not isinstance(data.get("group"), str):
+                raise ConfigError(f"{path}:{data.line}: a group file has `group: NAME` and `tasks: [...]` only")
+            members = data["tasks"]
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise ConfigError(f"{path}:{data.line_of('tasks')}: `tasks` must be a list of task names")
+            self.groups.setdefault(data["group"], []).extend(members)
+            return
+        config = parse_task(path, data)
+        if config.task in self.tasks:
+            raise ConfigError(f"{path}: task {config.task!r} is defined twice")
+        self.tasks.add(config.task, config)
+        for group in config.group:
+            if config.task not in self.groups.setdefault(group, []):
+                self.groups[group].append(config.task)
+
+    def resolve(self, names: Iterable[str]) -> list[TaskConfig]:
+        """Task configs for task and group names, groups expanded, each task once."""
+        out: dict[str, TaskConfig] = {}
+        for name in names:
+            if name in self.groups:
+                for member in self.groups[name]:
+                    out.setdefault(member, self.tasks.get(member))
+            elif name in self.tasks:
+                out.setdefault(name, self.tasks.get(name))
+            else:
+                known = Registry[None]("task")
+                for n in [*self.tasks, *self.groups]:
+                    known.add(n, None)
+                raise ConfigError(known.unknown_message(name))
+        return list(out.values())

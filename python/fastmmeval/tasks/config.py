@@ -1,0 +1,234 @@
+"""The task file schema: one fixed, visible protocol per task."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.protocol import GenerationSettings
+from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
+
+OutputType = Literal["generate", "multiple_choice"]
+
+TASK_KEYS = {
+    "task", "version", "group", "description", "dataset", "split", "doc_id", "doc_to_messages",
+    "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
+}  # fmt: skip
+DATASET_KEYS = {"path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder"}
+GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
+ROLES = {"system", "user", "assistant"}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where rows come from: a hub id (`path`), a `load_from_disk` folder, local jsonl/parquet
+    `data_files` (plus `image_root` for relative image paths), or a registered `builder` that
+    writes such files. Relative paths are taken from `base_dir` (the task file's folder)."""
+
+    path: str | None = None
+    name: str | None = None
+    revision: str | None = None
+    load_from_disk: str | None = None
+    data_files: dict[str, list[str]] | None = None
+    image_root: str | None = None
+    builder: str | None = None
+    base_dir: str = "."
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that name the data (not where this machine keeps it)."""
+        out = {k: v for k, v in asdict(self).items() if v is not None and k != "base_dir"}
+        return out
+
+
+@dataclass(frozen=True)
+class MessageTemplate:
+    """One chat turn of the prompt: parts are ("text", template) or ("image", field name)."""
+
+    role: str
+    parts: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """A parsed task file."""
+
+    task: str
+    dataset: DatasetSpec
+    split: str
+    doc_to_messages: tuple[MessageTemplate, ...]
+    target: str
+    output_type: OutputType
+    metrics: tuple[str, ...]
+    extractor: str | None = None
+    choices: str | None = None
+    mc_mode: Literal["gen", "ppl"] | None = None
+    doc_id: str | None = None
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    version: str = "0"
+    group: tuple[str, ...] = ()
+    description: str = ""
+    source_file: str = ""
+
+    def fingerprint(self) -> str:
+        """Hash of everything in the protocol that can change a score (not paths or prose)."""
+        payload = asdict(self)
+        for key in ("description", "source_file", "group"):
+            payload.pop(key)
+        payload["dataset"] = self.dataset.identity()
+        blob = json.dumps(payload, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{field}` names used by a prompt template."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+class _Reader:
+    """Pulls typed values out of a LineDict, raising errors with file:line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, data: LineDict, key: str, message: str) -> ConfigError:
+        line = data.line_of(key) if isinstance(data, LineDict) else 0
+        return ConfigError(f"{self.path}:{line}: field {key!r}: {message}")
+
+    def check_keys(self, data: LineDict, allowed: set[str], what: str) -> None:
+        import difflib
+
+        for key in data:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.fail(data, key, f"unknown {what} setting{hint}")
+
+    def get(self, data: LineDict, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in data:
+            if default is ...:
+                raise ConfigError(f"{self.path}:{data.line}: missing required field {key!r}")
+            return default
+        value = data[key]
+        if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(data, key, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def str_list(self, data: LineDict, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(data, key, (str, list), default)
+        items = [value] if isinstance(value, str) else list(value)
+        if not all(isinstance(v, str) for v in items):
+            raise self.fail(data, key, "expected a string or a list of strings")
+        return tuple(items)
+
+
+def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
+    """Read and check one task file (or its already-loaded mapping)."""
+    data = load_yaml(path) if data is None else data
+    r = _Reader(path)
+    r.check_keys(data, TASK_KEYS, "task")
+    output_type = r.get(data, "output_type", str)
+    if output_type not in ("generate", "multiple_choice"):
+        raise r.fail(data, "output_type", f"must be generate or multiple_choice, got {output_type!r}")
+    mc_mode = r.get(data, "mc_mode", str, None)
+    choices = r.get(data, "choices", str, None)
+    extractor = r.get(data, "extractor", str, None)
+    if output_type == "multiple_choice":
+        if choices is None:
+            raise ConfigError(f"{path}:{data.line}: multiple_choice tasks need `choices` (the options field)")
+        mc_mode = mc_mode or "gen"
+        if mc_mode not in ("gen", "ppl"):
+            raise r.fail(data, "mc_mode", f"must be gen or ppl, got {mc_mode!r}")
+        if mc_mode == "gen" and extractor is None:
+            extractor = "option_letter"
+    elif mc_mode is not None:
+        raise r.fail(data, "mc_mode", "only multiple_choice tasks have an mc_mode")
+    return TaskConfig(
+        task=r.get(data, "task", str),
+        version=str(r.get(data, "version", (str, int, float), "0")),
+        group=r.str_list(data, "group", ()),
+        description=r.get(data, "description", str, ""),
+        dataset=_parse_dataset(r, r.get(data, "dataset", dict), path),
+        split=r.get(data, "split", str),
+        doc_id=r.get(data, "doc_id", str, None),
+        doc_to_messages=_parse_messages(r, data),
+        target=r.get(data, "target", str),
+        output_type=output_type,
+        choices=choices,
+        mc_mode=mc_mode,
+        extractor=extractor,
+        metrics=r.str_list(data, "metrics"),
+        generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
+        source_file=str(path),
+    )
+
+
+def _parse_dataset(r: _Reader, data: LineDict, path: Path) -> DatasetSpec:
+    r.check_keys(data, DATASET_KEYS, "dataset")
+    kinds = [k for k in ("path", "load_from_disk", "data_files", "builder") if k in data]
+    if not kinds or (len(kinds) > 1 and set(kinds) != {"builder", "data_files"}):
+        raise ConfigError(
+            f"{r.path}:{data.line}: dataset needs exactly one source: path (hub id), load_from_disk, "
+            f"data_files, or builder (+ data_files); got {kinds or 'none'}"
+        )
+    if "builder" in data and "data_files" not in data:
+        raise ConfigError(f"{r.path}:{data.line}: dataset.builder needs data_files (relative to its output)")
+    files = r.get(data, "data_files", (dict, str, list), None)
+    if files is not None:
+        files = {"train": files} if not isinstance(files, dict) else files
+        files = {str(split): [f] if isinstance(f, str) else list(f) for split, f in files.items()}
+    return DatasetSpec(
+        path=r.get(data, "path", str, None),
+        name=r.get(data, "name", str, None),
+        revision=r.get(data, "revision", str, None),
+        load_from_disk=r.get(data, "load_from_disk", str, None),
+        data_files=files,
+        image_root=r.get(data, "image_root", str, None),
+        builder=r.get(data, "builder", str, None),
+        base_dir=str(path.parent),
+    )
+
+
+def _parse_messages(r: _Reader, data: LineDict) -> tuple[MessageTemplate, ...]:
+    turns = r.get(data, "doc_to_messages", list)
+    out = []
+    for turn in turns:
+        if not isinstance(turn, LineDict) or set(turn) - {"role", "content"}:
+            raise r.fail(data, "doc_to_messages", "each turn is a mapping with role and content")
+        role = r.get(turn, "role", str)
+        if role not in ROLES:
+            raise r.fail(turn, "role", f"must be one of {sorted(ROLES)}")
+        parts = []
+        for part in r.get(turn, "content", list):
+            if not isinstance(part, LineDict) or len(part) != 1 or next(iter(part)) not in ("text", "image"):
+                raise r.fail(turn, "content", "each part is {text: <template>} or {image: <field>}")
+            kind, value = next(iter(part.items()))
+            if not isinstance(value, str):
+                raise r.fail(part, kind, "expected a string")
+            if kind == "text":
+                try:
+                    template_fields(value)
+                except ValueError as e:
+                    raise r.fail(part, kind, f"bad template ({e}); write literal braces as {{{{ }}}}") from None
+            parts.append((kind, value))
+        out.append(MessageTemplate(role=role, parts=tuple(parts)))
+    if not out:
+        raise r.fail(data, "doc_to_messages", "needs at least one turn")
+    return tuple(out)
+
+
+def _parse_generation(r: _Reader, data: LineDict) -> GenerationSettings:
+    if data:
+        r.check_keys(data, GENERATION_KEYS, "generation")
+    return GenerationSettings(
+        max_new_tokens=r.get(data, "max_new_tokens", int, 64),
+        temperature=float(r.get(data, "temperature", (int, float), 0.0)),
+        top_p=float(r.get(data, "top_p", (int, float), 1.0)),
+        stop=r.str_list(data, "stop", ()),
+        seed=r.get(data, "seed", int, 0),
+    )

@@ -1,0 +1,129 @@
+"""A runnable task: its docs, the request for each doc, and the score of each response."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.extract import EXTRACTORS, Extraction
+from fastmmeval.extract.rules import LETTERS
+from fastmmeval.metrics import METRICS, Metric
+from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
+from fastmmeval.tasks.config import TaskConfig
+from fastmmeval.tasks.render import format_options, render_messages
+from fastmmeval.tasks.sources import Rows, load_rows
+
+
+@dataclass(frozen=True)
+class DocRef:
+    """A doc's position and id, known before its fields (and images) are loaded."""
+
+    index: int
+    id: str
+
+
+class Task:
+    """One task file bound to its data, extractor and metrics."""
+
+    def __init__(self, config: TaskConfig) -> None:
+        self.config = config
+        self.name = config.task
+        self.metrics: list[Metric] = [METRICS.get(m) for m in config.metrics]
+        self.extract = EXTRACTORS.get(config.extractor) if config.extractor else None
+        if config.output_type == "generate" and self.extract is None:
+            raise ConfigError(f"{config.source_file}: generate tasks need an `extractor` (e.g. raw)")
+
+    @cached_property
+    def rows(self) -> Rows:
+        """The dataset split, loaded on first use."""
+        return load_rows(self.config.dataset, self.config.split)
+
+    def fingerprint(self) -> str:
+        """The protocol fingerprint (data identity included once the data is loaded)."""
+        from hashlib import sha256
+
+        return sha256(f"{self.config.fingerprint()}|{sorted(self.rows.identity.items())}".encode()).hexdigest()[:16]
+
+    def doc_refs(self, limit: int | None = None) -> list[DocRef]:
+        """The first `limit` docs (all when None), in dataset order."""
+        n = len(self.rows) if limit is None else min(limit, len(self.rows))
+        if self.config.doc_id is None:
+            return [DocRef(i, str(i)) for i in range(n)]
+        ids = self.rows.column(self.config.doc_id)[:n]
+        refs = []
+        for i, value in enumerate(ids):
+            if value is None:
+                raise DocError(f"task {self.name}, row {i}: missing doc id field {self.config.doc_id!r}")
+            refs.append(DocRef(i, str(value)))
+        if len({r.id for r in refs}) != len(refs):
+            raise ConfigError(f"task {self.name}: doc ids in field {self.config.doc_id!r} are not unique")
+        return refs
+
+    def doc(self, ref: DocRef) -> Doc:
+        """The full doc (fields loaded)."""
+        return Doc(self.name, ref.id, ref.index, self.rows[ref.index])
+
+    def where(self, doc: Doc) -> str:
+        """How errors name a doc."""
+        return f"task {self.name}, doc {doc.id}"
+
+    def options(self, doc: Doc) -> list[str]:
+        """The option texts of a multiple-choice doc."""
+        if self.config.choices is None:
+            return []
+        value = doc.fields.get(self.config.choices)
+        if not isinstance(value, (list, tuple)) or not value:
+            raise DocError(f"{self.where(doc)}: field {self.config.choices!r} must be a non-empty list of options")
+        return [str(v) for v in value]
+
+    def targets(self, doc: Doc) -> list[str]:
+        """Acceptable answers: option letters for multiple choice, strings otherwise."""
+        if self.config.target not in doc.fields:
+            raise DocError(f"{self.where(doc)}: missing target field {self.config.target!r}")
+        value = doc.fields[self.config.target]
+        if self.config.output_type == "multiple_choice":
+            return [self._target_letter(doc, value)]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        return [str(v) for v in values]
+
+    def _target_letter(self, doc: Doc, value: Any) -> str:
+        options = self.options(doc)
+        letters = LETTERS[: len(options)]
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(options):
+            return letters[value]
+        if isinstance(value, str) and value.strip() in letters:
+            return value.strip()
+        if isinstance(value, str) and value in options:
+            return letters[options.index(value)]
+        raise DocError(f"{self.where(doc)}: target {value!r} is not an option letter, index or option text")
+
+    def request(self, doc: Doc, seed: int) -> Request:
+        """The request for one doc (images decoded); bad fields raise DocError."""
+        where = self.where(doc)
+        fields = dict(doc.fields)
+        options = self.options(doc)
+        if options:
+            fields.setdefault("options", format_options(options))
+        messages = render_messages(self.config.doc_to_messages, fields, self.rows.image_root, where)
+        self.targets(doc)  # a doc without a usable target fails before it costs model time
+        generation: GenerationSettings = replace(self.config.generation, seed=seed + doc.index)
+        if self.config.output_type == "multiple_choice" and self.config.mc_mode == "ppl":
+            return Request(f"{self.name}/{doc.id}", "loglikelihood", messages, generation, tuple(options))
+        return Request(f"{self.name}/{doc.id}", "generate", messages, generation)
+
+    def score(self, doc: Doc, response: Response) -> dict[str, Any]:
+        """Extraction and per-doc metric values for a successful response."""
+        targets = self.targets(doc)
+        if response.logprobs is not None:
+            best = max(range(len(response.logprobs)), key=lambda i: response.logprobs[i])
+            extraction = Extraction(LETTERS[best], "loglikelihood_argmax")
+        else:
+            assert self.extract is not None and response.text is not None
+            extraction = self.extract(response.text, self.options(doc))
+        values = {m.name: m.score(extraction.value, targets) for m in self.metrics}
+        if any(not math.isfinite(v) for v in values.values()):
+            raise DocError(f"{self.where(doc)}: a metric returned a non-finite value: {values}")
+        return {"target": targets, "extracted": extraction.value, "extract_rule": extraction.rule, "metrics": values}

@@ -1,0 +1,60 @@
+"""YAML loading that remembers the line of every key, for errors that point into the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fastmmeval.errors import ConfigError
+
+
+class LineDict(dict):
+    """A mapping read from YAML, with `line` (its own, 1-based) and `key_lines` per key."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.line = 0
+        self.key_lines: dict[str, int] = {}
+
+    def line_of(self, key: str) -> int:
+        """The line where `key` is written, or the mapping's own line."""
+        return self.key_lines.get(key, self.line)
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineDict:  # type: ignore[override]
+        out = LineDict(super().construct_mapping(node, deep=deep))
+        out.line = node.start_mark.line + 1
+        out.key_lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+        return out
+
+
+def _refuse_tags(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None,
+        None,
+        f"tag !{suffix} is not allowed: task files are data; name a registered extractor, metric or "
+        "builder instead",
+        node.start_mark,
+    )
+
+
+_Loader.add_multi_constructor("!", _refuse_tags)
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)  # type: ignore[arg-type]
+
+
+def load_yaml(path: Path) -> LineDict:
+    """Parse a YAML mapping; syntax errors become one line naming the file and line."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (safe loader subclass)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: malformed YAML: {e.problem or e.context}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read YAML: {e}") from None
+    if not isinstance(data, LineDict):
+        raise ConfigError(f"{path}:1: expected a mapping of task settings at the top level")
+    return data
