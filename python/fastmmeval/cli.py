@@ -129,11 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (1 with a one-line error on bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # `fastmmeval --model ... --tasks ...` works like lmms-eval's bare invocation.
-    if argv and argv[0] not in SUBCOMMANDS and any(a.startswith("--model") for a in argv):
-        debug = "--debug" in argv
-        argv = ["run", *[a for a in argv if a != "--debug"]]
-        if debug:
-            argv.insert(0, "--debug")
+    debug = [a for a in argv if a == "--debug"]
+    rest = [a for a in argv if a != "--debug"]
+    if rest and rest[0] not in SUBCOMMANDS and rest[0].startswith("--model"):
+        argv = [*debug, "run", *rest]
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

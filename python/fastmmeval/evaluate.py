@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 import fastmmeval
 from fastmmeval.errors import ConfigError, DocError
-from fastmmeval.models.base import MODELS, Model, parse_model_args
+from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.protocol import Doc, Request, Response
 from fastmmeval.results import RunDir
 from fastmmeval.tasks.catalog import Catalog

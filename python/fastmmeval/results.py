@@ -40,7 +40,7 @@ class RunDir:
         """A new, empty run folder named after the model and the time."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for attempt in range(1000):
-            root = output_path / f"{model_name}_{stamp}" + (f"_{attempt}" if attempt else "")
+            root = output_path / (f"{model_name}_{stamp}" + (f"_{attempt}" if attempt else ""))
             try:
                 root.mkdir(parents=True)
                 return cls(root)
