@@ -28,6 +28,7 @@ in ``exclude`` (anything that could also be argued to be true of the image).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import json
@@ -35,7 +36,6 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +264,7 @@ _DIGITS: list[tuple[int, int]] = [
 ]
 
 DATA_FILES = ("objects.jsonl", "digits.jsonl", "yesno.jsonl")
+STAMP_FILE = ".build_stamp"
 LETTERS = "ABCD"
 
 
@@ -308,7 +309,7 @@ def render_digit(pixels: np.ndarray) -> Image.Image:
 
 def _png_bytes(image: Image.Image) -> bytes:
     buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=6)
+    image.save(buf, format="PNG", compress_level=3)
     return buf.getvalue()
 
 
@@ -321,7 +322,7 @@ def _mc_rows() -> list[dict[str, Any]]:
     letters = [LETTERS[i % 4] for i in range(len(_OBJECTS))]
     random.Random(f"{SEED}:letters").shuffle(letters)
     rows = []
-    for fact, letter in zip(_OBJECTS, letters):
+    for fact, letter in zip(_OBJECTS, letters, strict=True):
         answer = fact["answer"]
         banned = {answer.casefold(), *(x.casefold() for x in fact.get("exclude", []))}
         pool = [x for x in _POOLS[fact["pool"]] if x.casefold() not in banned]
@@ -376,22 +377,36 @@ def _images() -> dict[str, Image.Image]:
     return images
 
 
-def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+def _jsonl_texts() -> dict[str, str]:
+    """The three JSONL files' contents, by file name."""
+    rows = {"objects.jsonl": _mc_rows(), "digits.jsonl": _digit_rows(), "yesno.jsonl": _yesno_rows()}
+    return {
+        name: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[name]) for name in DATA_FILES
+    }
+
+
+def _build_stamp(texts: dict[str, str]) -> str:
+    """A hash of the facts and the image settings: a cached folder with another stamp is rebuilt."""
+    h = hashlib.sha256(f"{SEED}|{MAX_SIDE}|{DIGIT_SCALE}|{DIGIT_MARGIN}|{sorted(_IMAGES.items())}".encode())
+    for name in DATA_FILES:
+        h.update(name.encode() + b"\0" + texts[name].encode() + b"\0")
+    return h.hexdigest()
 
 
 def _expected_files() -> list[str]:
     """Relative paths of every file a complete build holds."""
     names = {fact["image"] for fact in (*_OBJECTS, *_YESNO)}
     names |= {f"digit_{index:04d}" for index, _ in _DIGITS}
-    return [*DATA_FILES, *(_image_path(n) for n in sorted(names))]
+    return [STAMP_FILE, *DATA_FILES, *(_image_path(n) for n in sorted(names))]
 
 
 def is_complete(out_dir: Path) -> bool:
-    """True when `out_dir` holds every file of a finished demo build."""
-    return all((Path(out_dir) / rel).is_file() for rel in _expected_files())
+    """True when `out_dir` holds every file of a finished build of this version of the demo data."""
+    out_dir = Path(out_dir)
+    stamp = out_dir / STAMP_FILE
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != _build_stamp(_jsonl_texts()):
+        return False
+    return all((out_dir / rel).is_file() for rel in _expected_files())
 
 
 @DATASET_BUILDERS.register("demo")
@@ -399,7 +414,8 @@ def build_demo(out_dir: Path) -> None:
     """Write the demo benchmark (images/*.png, objects/digits/yesno.jsonl) into `out_dir`.
 
     Deterministic and atomic: the files are written into a temporary folder next to `out_dir` and
-    renamed into place. A complete `out_dir` is left untouched.
+    renamed into place. A complete `out_dir` is left untouched; one that is incomplete or was built from
+    other facts (its `.build_stamp` differs) is replaced.
     """
     out_dir = Path(out_dir)
     if is_complete(out_dir):
@@ -410,14 +426,15 @@ def build_demo(out_dir: Path) -> None:
         (tmp / "images").mkdir()
         for name, image in _images().items():
             (tmp / _image_path(name)).write_bytes(_png_bytes(image))
-        _write_jsonl(tmp / "objects.jsonl", _mc_rows())
-        _write_jsonl(tmp / "digits.jsonl", _digit_rows())
-        _write_jsonl(tmp / "yesno.jsonl", _yesno_rows())
+        texts = _jsonl_texts()
+        for name, text in texts.items():
+            (tmp / name).write_bytes(text.encode("utf-8"))
+        (tmp / STAMP_FILE).write_text(_build_stamp(texts) + "\n", encoding="utf-8")
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
         if out_dir.exists():
             if is_complete(out_dir):  # another process finished first
                 return
-            # An incomplete leftover: move it aside, then swap the new build in.
+            # An incomplete or outdated leftover: move it aside, then swap the new build in.
             stale = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.stale-", dir=out_dir.parent))
             os.replace(out_dir, stale / "old")
             shutil.rmtree(stale, ignore_errors=True)
