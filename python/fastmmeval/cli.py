@@ -57,7 +57,8 @@ def results_table(results: dict[str, Any]) -> Table:
     """A terminal table: one row per task metric, with stderr and failure counts."""
     table = Table(title="fastmmeval results")
     for col in ("Task", "Version", "Mode", "n", "Failed", "Metric", "Value", "± Stderr"):
-        table.add_column(col, justify="right" if col in ("n", "Failed", "Value", "± Stderr") else "left")
+        justify = "right" if col in ("n", "Failed", "Value", "± Stderr") else "left"
+        table.add_column(col, justify=justify, overflow="fold")
     for name, r in results.items():
         mode = r["output_type"] + (f"/{r['mc_mode']}" if r.get("mc_mode") else "")
         for metric, v in r["metrics"].items():
