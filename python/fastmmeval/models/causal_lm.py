@@ -1,0 +1,227 @@
+"""A text-only causal language model over transformers: chat generation and log-likelihoods.
+
+Reusable by any backend that turns its requests into text chats.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.protocol import GenerationSettings
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+ChatMessages = list[dict[str, str]]
+
+
+class CausalLM:
+    """A chat causal LM loaded with `from_pretrained` from a local folder or hub id (optionally a
+    GGUF file inside it)."""
+
+    def __init__(self, name_or_path: str, gguf_file: str = "", dtype: str = "float32",
+                 batch_size: int = 8) -> None:
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        if gguf_file and importlib.util.find_spec("gguf") is None:
+            raise ConfigError(f"loading {gguf_file} needs the gguf package: pip install gguf")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+        self.name_or_path = name_or_path
+        self.gguf_file = gguf_file
+        self.dtype = dtype
+        self.batch_size = batch_size
+        kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype], **kwargs)
+        except (OSError, ValueError) as e:
+            where = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(f"cannot load causal LM {where!r}: {first}") from None
+        self.model.eval()
+        if not self.tokenizer.chat_template:
+            raise ConfigError(f"tokenizer of {name_or_path!r} has no chat template")
+        self.eos_ids = self._eos_ids()
+        if not self.eos_ids:
+            raise ConfigError(f"{name_or_path!r} declares no EOS token")
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else min(self.eos_ids)
+        # transformers renamed `past_key_values` to `cache` (5.x); accept either.
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    def _eos_ids(self) -> set[int]:
+        ids = set()
+        for source in (self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id,
+                       self.model.config.eos_token_id):
+            if isinstance(source, int):
+                ids.add(source)
+            elif source:
+                ids.update(source)
+        return ids
+
+    def chat_ids(self, messages: ChatMessages) -> list[int]:
+        """Token ids of `messages` under the tokenizer's chat template, ending with the assistant
+        turn's opening."""
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.text_ids(text)
+
+    def text_ids(self, text: str) -> list[int]:
+        """Token ids of plain `text` (no special tokens added)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[ChatMessages], settings: list[GenerationSettings]) -> list[str]:
+        """The assistant's reply to each chat, decoded per its settings (greedy at temperature 0,
+        else seeded sampling), cut at EOS, at the first stop string or at max_new_tokens."""
+        if len(prompts) != len(settings):
+            raise ValueError(f"{len(prompts)} prompts but {len(settings)} settings")
+        ids = [self.chat_ids(p) for p in prompts]
+        out = [""] * len(prompts)
+        # Longest first so each batch holds prompts of similar length (less padding).
+        order = sorted((i for i in range(len(ids)) if settings[i].max_new_tokens > 0), key=lambda i: -len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            texts = self._generate_batch([ids[i] for i in chunk], [settings[i] for i in chunk])
+            for i, text in zip(chunk, texts, strict=True):
+                out[i] = text
+        return out
+
+    def _generate_batch(self, ids: list[list[int]], settings: list[GenerationSettings]) -> list[str]:
+        width = max(len(x) for x in ids)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(x)) + x for x in ids])
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         use_cache=True, logits_to_keep=1)
+        cache, logits = _cache_of(out), out.logits[:, -1].float()
+        next_pos = positions[:, -1] + 1
+        generators = [torch.Generator().manual_seed(s.seed) if s.temperature > 0 else None for s in settings]
+        tokens_out: list[list[int]] = [[] for _ in ids]
+        texts: list[str | None] = [None] * len(ids)
+        active = list(range(len(ids)))
+        while active:
+            chosen = [_choose(logits[j], settings[row], generators[row]) for j, row in enumerate(active)]
+            keep = []
+            for j, (row, token) in enumerate(zip(active, chosen, strict=True)):
+                if token in self.eos_ids:
+                    texts[row] = self._decode(tokens_out[row])
+                    continue
+                tokens_out[row].append(token)
+                text = self._decode(tokens_out[row])
+                cut = _cut_at_stop(text, settings[row].stop)
+                if cut is not None:
+                    texts[row] = cut
+                elif len(tokens_out[row]) >= settings[row].max_new_tokens:
+                    texts[row] = text
+                else:
+                    keep.append(j)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                cache.batch_select_indices(torch.tensor(keep))
+                mask, next_pos = mask[keep], next_pos[keep]
+            active = [active[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
+            step = torch.tensor([[chosen[j]] for j in keep])
+            out = self.model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None],
+                             use_cache=True, **{self._cache_kw: cache})
+            cache, logits = _cache_of(out), out.logits[:, -1].float()
+            next_pos = next_pos + 1
+        return [t if t is not None else "" for t in texts]
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    @torch.inference_mode()
+    def loglikelihood(self, prompt_messages: ChatMessages,
+                      continuations: list[str]) -> tuple[list[float], list[bool]]:
+        """For each continuation placed at the start of the assistant turn after
+        `prompt_messages`: the sum of its tokens' log-probabilities (float32), and whether greedy
+        decoding would produce exactly those tokens."""
+        context = self.chat_ids(prompt_messages)
+        conts = [self.text_ids(c) for c in continuations]
+        logprobs, greedy = [0.0] * len(conts), [True] * len(conts)
+        scored = [i for i, c in enumerate(conts) if c]
+        if not scored:
+            return logprobs, greedy
+        # The shared context runs once; its cache is copied for each batch of continuations.
+        out = self.model(input_ids=torch.tensor([context]), use_cache=True, logits_to_keep=1)
+        first = out.logits[0, -1].float().log_softmax(-1)
+        for start in range(0, len(scored), self.batch_size):
+            chunk = scored[start:start + self.batch_size]
+            cache = copy.deepcopy(_cache_of(out))
+            cache.batch_repeat_interleave(len(chunk))
+            width = max(len(conts[i]) for i in chunk)
+            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk])
+            mask = torch.tensor([[1] * (len(context) + len(conts[i])) + [0] * (width - len(conts[i]))
+                                 for i in chunk])
+            positions = (len(context) + torch.arange(width)).expand(len(chunk), -1)
+            rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                              use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
+            for j, i in enumerate(chunk):
+                tokens = torch.tensor(conts[i])
+                # Row 0 predicts the continuation's first token; row m its token m + 1.
+                dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
+                logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
+                greedy[i] = bool((dist.argmax(-1) == tokens).all())
+        return logprobs, greedy
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The model's name or path, GGUF file, dtype and hashes of its config, chat template and
+        weight files (name and size)."""
+        config = self.model.config.to_dict()
+        for volatile in ("_name_or_path", "transformers_version"):
+            config.pop(volatile, None)
+        root = Path(self.name_or_path)
+        weights = {}
+        if root.is_dir():
+            names = [self.gguf_file] if self.gguf_file else [
+                p.name for p in root.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")]
+            weights = {n: (root / n).stat().st_size for n in sorted(names) if (root / n).is_file()}
+        return {
+            "lm": self.name_or_path,
+            "gguf_file": self.gguf_file,
+            "dtype": self.dtype,
+            "config_sha256": _sha(json.dumps(config, sort_keys=True, default=str)),
+            "chat_template_sha256": _sha(self.tokenizer.chat_template),
+            "weight_files": weights,
+        }
+
+
+def _cache_of(output: Any) -> Any:
+    return output["cache"] if "cache" in output else output["past_key_values"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch.Generator | None) -> int:
+    """The next token: argmax when greedy, else a nucleus sample at the given temperature."""
+    if generator is None:
+        return int(logits.argmax())
+    probs = (logits / settings.temperature).softmax(-1)
+    if settings.top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs >= settings.top_p
+        outside[0] = False  # the most likely token always stays
+        sorted_probs[outside] = 0.0
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str | None:
+    """`text` up to its earliest stop string, or None when none occurs."""
+    hits = [text.find(s) for s in stops if s and s in text]
+    return text[: min(hits)] if hits else None
