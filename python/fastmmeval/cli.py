@@ -56,11 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
 def results_table(results: dict[str, Any]) -> Table:
     """A terminal table: one row per task metric, with stderr and failure counts."""
     table = Table(title="fastmmeval results")
-    for col in ("Task", "Version", "Mode", "n", "Failed", "Metric", "Value", "± Stderr"):
-        justify = "right" if col in ("n", "Failed", "Value", "± Stderr") else "left"
-        table.add_column(col, justify=justify, overflow="fold")
+    for col in ("Task", "Ver", "Mode", "n", "Failed", "Metric", "Value", "±Stderr"):
+        numeric = col in ("n", "Failed", "Value", "±Stderr")
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=True)
     for name, r in results.items():
-        mode = r["output_type"] + (f"/{r['mc_mode']}" if r.get("mc_mode") else "")
+        mode = "gen" if r["output_type"] == "generate" else f"mc/{r['mc_mode']}"
         for metric, v in r["metrics"].items():
             value = "n/a" if v["value"] is None else f"{v['value']:.4f}"
             stderr = "n/a" if v["stderr"] is None else f"{v['stderr']:.4f}"
