@@ -32,7 +32,7 @@ demo: install
 	$(VENV)/bin/fastmmeval run --model socratic --tasks demo --batch_size 8 --output_path runs/demo --log_samples
 
 test: install
-	$(PY) -m pytest -q tests
+	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/ruff check python tests bench triton_kernels
 
 lint: install
