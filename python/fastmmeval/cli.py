@@ -30,6 +30,7 @@ def _run_parser(sub: Any) -> None:
         help="accepted for lmms-eval compatibility: samples are always written (resume needs them)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap_iters", type=int, default=1000, help="resamples for non-mean stderrs (0: none)")
     p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
     p.add_argument(
         "--resume",
@@ -77,6 +78,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> None:
         tasks=[t.strip() for t in args.tasks.split(",") if t.strip()],
         limit=args.limit,
         seed=args.seed,
+        bootstrap_iters=args.bootstrap_iters,
         include_path=[str(Path(p).resolve()) for p in args.include_path],
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)

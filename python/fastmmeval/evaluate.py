@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 import fastmmeval
 from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.metrics import summarize
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.protocol import Doc, Request, Response
 from fastmmeval.results import RunDir
@@ -120,6 +121,7 @@ def run_task(
     seed: int,
     workers: int = 2,
     progress: bool = True,
+    bootstrap_iters: int = 1000,
 ) -> dict[str, Any]:
     """Evaluate one task, skipping docs whose samples the run already holds; returns its results."""
     refs = task.doc_refs(limit)
@@ -132,7 +134,7 @@ def run_task(
             run.append(task.name, samples)
             done.update((s["doc_id"], s) for s in samples)
             bar.update(len(batch))
-    return aggregate(task, [done[r.id] for r in refs])
+    return aggregate(task, [done[r.id] for r in refs], bootstrap_iters=bootstrap_iters, seed=seed)
 
 
 def _failure_kind(reason: str) -> str:
@@ -142,7 +144,9 @@ def _failure_kind(reason: str) -> str:
     return "other"
 
 
-def aggregate(task: Task, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(
+    task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 1000, seed: int = 0
+) -> dict[str, Any]:
     """Task results from its samples (in doc order): each metric with its stderr, counts of
     scored and failed docs, and which extraction rules decided the answers."""
     scored = [s for s in samples if s.get("failed") is None]
@@ -161,12 +165,12 @@ def aggregate(task: Task, samples: list[dict[str, Any]]) -> dict[str, Any]:
         "metrics": {},
     }
     for metric in task.metrics:
-        value, stderr = (
-            v if math.isfinite(v) else None for v in metric.aggregate([s["metrics"][metric.name] for s in scored])
-        )
-        out["metrics"][metric.name] = {"value": value, "stderr": stderr}
-        out[f"{metric.name},none"] = value  # lmms-eval's result keys
-        out[f"{metric.name}_stderr,none"] = stderr
+        items = [s["metrics"][metric.name] for s in scored]
+        for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
+            finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
+            out["metrics"][name] = finite
+            out[f"{name},none"] = finite["value"]  # lmms-eval's result keys
+            out[f"{name}_stderr,none"] = finite["stderr"]
     return out
 
 
@@ -180,6 +184,7 @@ class RunConfig:
     limit: int | None = None
     seed: int = 0
     include_path: list[str] = field(default_factory=list)
+    bootstrap_iters: int = 1000
 
 
 def _versions() -> dict[str, str]:
@@ -257,7 +262,14 @@ def evaluate(
     results: dict[str, Any] = {}
     for task in tasks:
         results[task.name] = run_task(
-            model, task, run, limit=config.limit, batch_size=batch_size, seed=config.seed, progress=progress
+            model,
+            task,
+            run,
+            limit=config.limit,
+            batch_size=batch_size,
+            seed=config.seed,
+            progress=progress,
+            bootstrap_iters=config.bootstrap_iters,
         )
         run.write_json("results.json", {"results": results, "config": asdict(config), "run_id": run.root.name})
     manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")

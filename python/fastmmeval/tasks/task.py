@@ -123,7 +123,7 @@ class Task:
         else:
             assert self.extract is not None and response.text is not None
             extraction = self.extract(response.text, self.options(doc))
-        values = {m.name: m.score(extraction.value, targets) for m in self.metrics}
-        if any(not math.isfinite(v) for v in values.values()):
+        values = {m.name: m.score(extraction.value, targets, doc.fields) for m in self.metrics}
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values.values()):
             raise DocError(f"{self.where(doc)}: a metric returned a non-finite value: {values}")
         return {"target": targets, "extracted": extraction.value, "extract_rule": extraction.rule, "metrics": values}
