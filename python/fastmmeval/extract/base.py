@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fastmmeval.registry import Registry
 
@@ -16,7 +17,8 @@ class Extraction:
     rule: str
 
 
-# An extractor reads a response text (and the doc's options, if any) and returns an Extraction.
-Extractor = Callable[[str, Sequence[str]], Extraction]
+# An extractor reads a response text, the doc's options (if any) and the doc's fields (for rules
+# that need more, e.g. an answer type), and returns an Extraction.
+Extractor = Callable[[str, Sequence[str], Mapping[str, Any] | None], Extraction]
 EXTRACTORS: Registry[Extractor] = Registry("extractor")
 UNPARSED = "unparsed"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
 
@@ -18,13 +19,13 @@ def _answer_part(text: str) -> tuple[str, str]:
 
 
 @EXTRACTORS.register("raw")
-def raw(text: str, options: Sequence[str] = ()) -> Extraction:
+def raw(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The whole response, stripped."""
     return Extraction(text.strip(), "raw")
 
 
 @EXTRACTORS.register("first_line")
-def first_line(text: str, options: Sequence[str] = ()) -> Extraction:
+def first_line(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The first non-empty line."""
     for line in text.splitlines():
         if line.strip():
@@ -33,7 +34,7 @@ def first_line(text: str, options: Sequence[str] = ()) -> Extraction:
 
 
 @EXTRACTORS.register("first_word")
-def first_word(text: str, options: Sequence[str] = ()) -> Extraction:
+def first_word(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The first word, without surrounding punctuation."""
     body, prefix = _answer_part(text)
     for token in body.split():
@@ -44,7 +45,7 @@ def first_word(text: str, options: Sequence[str] = ()) -> Extraction:
 
 
 @EXTRACTORS.register("yes_no")
-def yes_no(text: str, options: Sequence[str] = ()) -> Extraction:
+def yes_no(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """'yes' or 'no' when exactly one of them appears as a word (first one wins otherwise)."""
     words = re.findall(r"[a-z]+", text.lower())
     found = [w for w in words if w in ("yes", "no")]
@@ -60,7 +61,7 @@ _WORD_NUMBERS = {w: str(i) for i, w in enumerate(_NUMBER_WORDS)}
 
 
 @EXTRACTORS.register("number")
-def number(text: str, options: Sequence[str] = ()) -> Extraction:
+def number(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The first number (digits, thousands separators, decimals, %), or a number word 0-10."""
     body, prefix = _answer_part(text)
     m = _NUMBER.search(body)
@@ -73,7 +74,7 @@ def number(text: str, options: Sequence[str] = ()) -> Extraction:
 
 
 @EXTRACTORS.register("option_letter")
-def option_letter(text: str, options: Sequence[str] = ()) -> Extraction:
+def option_letter(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The chosen option's letter: exactly one standalone option letter (also '(A)', 'A.',
     'A:'), else the one option whose text appears in the answer; never a guess."""
     letters = LETTERS[: len(options)] if options else LETTERS[:4]

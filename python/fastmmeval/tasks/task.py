@@ -122,7 +122,7 @@ class Task:
             extraction = Extraction(LETTERS[best], "loglikelihood_argmax")
         else:
             assert self.extract is not None and response.text is not None
-            extraction = self.extract(response.text, self.options(doc))
+            extraction = self.extract(response.text, self.options(doc), doc.fields)
         values = {m.name: m.score(extraction.value, targets, doc.fields) for m in self.metrics}
         if any(isinstance(v, float) and not math.isfinite(v) for v in values.values()):
             raise DocError(f"{self.where(doc)}: a metric returned a non-finite value: {values}")
