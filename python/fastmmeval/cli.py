@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def mode_label(output_type: str, mc_mode: str | None) -> str:
+    """'gen', 'mc/ppl' or 'mc/gen'."""
+    return "gen" if output_type == "generate" else f"mc/{mc_mode}"
+
+
 def results_table(results: dict[str, Any]) -> Table:
     """A terminal table: one row per task metric, with stderr and failure counts."""
     table = Table(title="fastmmeval results")
@@ -61,7 +66,7 @@ def results_table(results: dict[str, Any]) -> Table:
         numeric = col in ("n", "Failed", "Value", "±Stderr")
         table.add_column(col, justify="right" if numeric else "left", no_wrap=True)
     for name, r in results.items():
-        mode = "gen" if r["output_type"] == "generate" else f"mc/{r['mc_mode']}"
+        mode = mode_label(r["output_type"], r.get("mc_mode"))
         for metric, v in r["metrics"].items():
             value = "n/a" if v["value"] is None else f"{v['value']:.4f}"
             stderr = "n/a" if v["stderr"] is None else f"{v['stderr']:.4f}"
@@ -100,13 +105,13 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
 
     catalog = Catalog(Path(p) for p in args.include_path)
     table = Table(title="tasks")
-    for col in ("Task", "Groups", "Output", "Dataset", "Split", "Metrics"):
+    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Metrics"):
         table.add_column(col)
     for name, c in catalog.tasks.items():
         d = c.dataset
         source = d.path or d.load_from_disk or (f"builder:{d.builder}" if d.builder else "files")
-        output = c.output_type + (f"/{c.mc_mode}" if c.mc_mode else "")
-        table.add_row(name, ",".join(c.group), output, source, c.split, ",".join(c.metrics))
+        mode = mode_label(c.output_type, c.mc_mode)
+        table.add_row(name, ",".join(c.group), mode, source, c.split, ",".join(c.metrics))
     console = Console()
     console.print(table)
     for group, members in sorted(catalog.groups.items()):
