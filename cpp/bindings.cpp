@@ -1,8 +1,14 @@
 // Python bindings of fastmmeval._core: argument checks and .def lines only.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
 
 #include "ngram/hashes.hpp"
+#include "text/caption.hpp"
+#include "text/edit_distance.hpp"
 
 namespace py = pybind11;
 using u32_array = py::array_t<uint32_t, py::array::c_style>;
@@ -32,6 +38,143 @@ py::array_t<uint64_t> ngram_hashes(const u32_array& tokens, const i64_array& doc
   return out;
 }
 
+namespace text = fastmmeval::text;
+using f64_array = py::array_t<double, py::array::c_style>;
+
+text::CaptionLayout caption_layout(const std::string& fn, const u32_array& tokens, const i64_array& caption_starts,
+                                   const i64_array& image_starts) {
+  if (tokens.ndim() != 1 || caption_starts.ndim() != 1 || image_starts.ndim() != 1) {
+    throw py::value_error(fn + ": tokens, caption_starts and image_starts must be 1-D arrays");
+  }
+  const text::CaptionLayout layout{tokens.data(), static_cast<size_t>(tokens.size()), caption_starts.data(),
+                                   static_cast<size_t>(caption_starts.size()), image_starts.data(),
+                                   static_cast<size_t>(image_starts.size())};
+  const std::string problem = text::validate_layout(layout);
+  if (!problem.empty()) throw py::value_error(fn + ": " + problem);
+  return layout;
+}
+
+std::unique_ptr<text::CaptionNgrams> make_caption_ngrams(const u32_array& tokens, const i64_array& caption_starts,
+                                                         const i64_array& image_starts) {
+  const text::CaptionLayout layout = caption_layout("CaptionNgrams", tokens, caption_starts, image_starts);
+  py::gil_scoped_release release;
+  return std::make_unique<text::CaptionNgrams>(layout);
+}
+
+// The selected image indices: all images in order when images is None.
+i64_array caption_selection(const std::string& fn, const text::CaptionNgrams& corpus,
+                            const std::optional<i64_array>& images) {
+  if (!images) {
+    i64_array all(static_cast<py::ssize_t>(corpus.n_images()));
+    for (size_t j = 0; j < corpus.n_images(); ++j) all.mutable_data()[j] = static_cast<int64_t>(j);
+    return all;
+  }
+  if (images->ndim() != 1) throw py::value_error(fn + ": images must be a 1-D array");
+  const std::string problem =
+      text::validate_selection(images->data(), static_cast<size_t>(images->size()), corpus.n_images());
+  if (!problem.empty()) throw py::value_error(fn + ": " + problem);
+  return *images;
+}
+
+f64_array caption_cider(const text::CaptionNgrams& corpus, const std::optional<i64_array>& images, double sigma) {
+  const i64_array selected = caption_selection("cider", corpus, images);
+  f64_array out(selected.size());
+  double* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    corpus.cider(selected.data(), static_cast<size_t>(selected.size()), sigma, dst);
+  }
+  return out;
+}
+
+py::tuple caption_bleu(const text::CaptionNgrams& corpus, const std::optional<i64_array>& images) {
+  const i64_array selected = caption_selection("bleu", corpus, images);
+  const auto n = static_cast<py::ssize_t>(selected.size());
+  const auto orders = static_cast<py::ssize_t>(text::CaptionNgrams::kMaxOrder);
+  f64_array total(orders);
+  f64_array per_image({n, orders});
+  double* total_dst = total.mutable_data();
+  double* per_image_dst = per_image.mutable_data();
+  {
+    py::gil_scoped_release release;
+    corpus.bleu(selected.data(), static_cast<size_t>(n), total_dst, per_image_dst);
+  }
+  return py::make_tuple(total, per_image);
+}
+
+f64_array caption_rouge_l(const u32_array& tokens, const i64_array& caption_starts, const i64_array& image_starts,
+                          double beta) {
+  const text::CaptionLayout layout = caption_layout("caption_rouge_l", tokens, caption_starts, image_starts);
+  f64_array out(static_cast<py::ssize_t>(layout.n_images));
+  double* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    text::rouge_l(layout, beta, dst);
+  }
+  return out;
+}
+
+// Views of the code points of a[i] and b[i]. `keep` holds a reference to every str so the views
+// stay valid while the GIL is released (another thread may change the lists meanwhile).
+struct StrPairs {
+  std::vector<py::object> keep;
+  std::vector<fastmmeval::text::CodePoints> a, b;
+};
+
+void add_code_points(const std::string& fn, const py::sequence& seq, StrPairs& pairs,
+                     std::vector<fastmmeval::text::CodePoints>& out) {
+  for (py::handle item : seq) {
+    PyObject* s = item.ptr();
+    if (!PyUnicode_Check(s)) {
+      throw py::type_error(fn + ": expected str items, got " + py::str(py::type::handle_of(item)).cast<std::string>());
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) != 0) throw py::error_already_set();
+#endif
+    pairs.keep.push_back(py::reinterpret_borrow<py::object>(item));
+    out.push_back({PyUnicode_DATA(s), static_cast<size_t>(PyUnicode_GET_LENGTH(s)), static_cast<int>(PyUnicode_KIND(s))});
+  }
+}
+
+StrPairs str_pairs(const std::string& fn, const py::sequence& a, const py::sequence& b) {
+  if (PyUnicode_Check(a.ptr()) || PyUnicode_Check(b.ptr())) {
+    throw py::type_error(fn + ": a and b must be sequences of str, not str");
+  }
+  if (a.size() != b.size()) {
+    throw py::value_error(fn + ": a and b differ in length (" + std::to_string(a.size()) + " vs " +
+                          std::to_string(b.size()) + ")");
+  }
+  StrPairs pairs;
+  pairs.keep.reserve(2 * a.size());
+  pairs.a.reserve(a.size());
+  pairs.b.reserve(b.size());
+  add_code_points(fn, a, pairs, pairs.a);
+  add_code_points(fn, b, pairs, pairs.b);
+  return pairs;
+}
+
+i64_array levenshtein_distance(const py::sequence& a, const py::sequence& b) {
+  const StrPairs pairs = str_pairs("levenshtein_distance", a, b);
+  i64_array out(static_cast<py::ssize_t>(pairs.a.size()));
+  int64_t* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    fastmmeval::text::levenshtein_batch(pairs.a.data(), pairs.b.data(), pairs.a.size(), dst, nullptr);
+  }
+  return out;
+}
+
+py::array_t<double> levenshtein_similarity(const py::sequence& a, const py::sequence& b) {
+  const StrPairs pairs = str_pairs("levenshtein_similarity", a, b);
+  py::array_t<double> out(static_cast<py::ssize_t>(pairs.a.size()));
+  double* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    fastmmeval::text::levenshtein_batch(pairs.a.data(), pairs.b.data(), pairs.a.size(), nullptr, dst);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -41,4 +184,27 @@ PYBIND11_MODULE(_core, m) {
         "XXH3-64 (with seed) of the little-endian bytes of every window of n consecutive uint32 "
         "tokens that lies inside one document; documents start at doc_offsets (the last ends at "
         "len(tokens)). Returns a uint64 array, document by document.");
+  py::class_<text::CaptionNgrams>(m, "CaptionNgrams",
+                                  "The 1- to 4-grams of a captioning corpus, interned once, for CIDEr-D and BLEU "
+                                  "over any selection of its images (repeats allowed). Caption i is "
+                                  "tokens[caption_starts[i]:caption_starts[i+1]] (uint32 word ids; the last ends at "
+                                  "len(tokens)); image j is captions image_starts[j]..image_starts[j+1] (the last "
+                                  "ends at len(caption_starts)): its candidate, then at least one reference.")
+      .def(py::init(&make_caption_ngrams), py::arg("tokens"), py::arg("caption_starts"), py::arg("image_starts"))
+      .def_property_readonly("n_images", &text::CaptionNgrams::n_images)
+      .def("cider", &caption_cider, py::arg("images") = py::none(), py::arg("sigma") = 6.0,
+           "Per selected image CIDEr-D as pycocoevalcap 1.2 (document frequencies over the selection's "
+           "references). images: int64 indices, None for all. Returns a float64 array.")
+      .def("bleu", &caption_bleu, py::arg("images") = py::none(),
+           "BLEU 1..4 as pycocoevalcap 1.2 (closest reference length): (corpus float64[4], per image "
+           "float64[n, 4]) for the selected images (int64 indices, None for all).");
+  m.def("caption_rouge_l", &caption_rouge_l, py::arg("tokens"), py::arg("caption_starts"), py::arg("image_starts"),
+        py::arg("beta") = 1.2,
+        "ROUGE-L of each image as pycocoevalcap 1.2 (same buffers as CaptionNgrams). Returns float64[n_images].");
+  m.def("levenshtein_distance", &levenshtein_distance, py::arg("a"), py::arg("b"),
+        "Levenshtein distance, in code points, between a[i] and b[i] for every i (two equally long "
+        "sequences of str). Releases the GIL. Returns an int64 array.");
+  m.def("levenshtein_similarity", &levenshtein_similarity, py::arg("a"), py::arg("b"),
+        "1 - levenshtein_distance / max(len(a[i]), len(b[i])) for every i (1.0 for two empty "
+        "strings). Releases the GIL. Returns a float64 array.");
 }

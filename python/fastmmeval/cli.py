@@ -97,6 +97,13 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> None:
     )
     console = Console()
     console.print(results_table(results))
+    overall = (run.read_json("results.json") or {}).get("overall")
+    if overall and overall.get("overall") is not None:
+        left_out = ", ".join(e["task"] for e in overall.get("excluded", []))
+        console.print(
+            f"overall (equal-weight mean of headline metrics on 0-100, {overall['n_tasks']} tasks): "
+            f"{overall['overall']:.2f}" + (f"; left out: {left_out}" if left_out else "")
+        )
     console.print(f"run folder: {run.root}")
 
 

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 import fastmmeval
 from fastmmeval.errors import ConfigError, DocError
-from fastmmeval.metrics import summarize
+from fastmmeval.metrics import overall_score, summarize
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.protocol import Doc, Request, Response
 from fastmmeval.results import RunDir
@@ -162,6 +162,7 @@ def aggregate(
         "n_failed": len(failed),
         "failures": dict(Counter(_failure_kind(s["failed"]) for s in failed)),
         "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
+        "headline_metric": task.config.metrics[0] if task.config.metrics else None,
         "metrics": {},
     }
     for metric in task.metrics:
@@ -271,7 +272,10 @@ def evaluate(
             progress=progress,
             bootstrap_iters=config.bootstrap_iters,
         )
-        run.write_json("results.json", {"results": results, "config": asdict(config), "run_id": run.root.name})
+        summary: dict[str, Any] = {"results": results, "config": asdict(config), "run_id": run.root.name}
+        if len(tasks) > 1 and len(results) == len(tasks):
+            summary["overall"] = overall_score(results)  # equal-weight mean of headline metrics on 0-100
+        run.write_json("results.json", summary)
     manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     run.write_json("manifest.json", manifest)
     return run, results

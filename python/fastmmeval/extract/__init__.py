@@ -1,6 +1,11 @@
 """Answer extraction: turn a model's free text into the answer a metric compares."""
 
-from fastmmeval.extract import rules as _rules  # noqa: F401  (registers the built-in rules)
-from fastmmeval.extract.base import EXTRACTORS, Extraction, Extractor
+# Importing the rule modules registers their extractors.
+from fastmmeval.extract import mathvista as _mathvista  # noqa: F401
+from fastmmeval.extract import numbers as _numbers  # noqa: F401
+from fastmmeval.extract import options as _options  # noqa: F401
+from fastmmeval.extract import rules as _rules  # noqa: F401
+from fastmmeval.extract import yesno as _yesno  # noqa: F401
+from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction, Extractor
 
-__all__ = ["EXTRACTORS", "Extraction", "Extractor"]
+__all__ = ["EXTRACTORS", "UNPARSED", "Extraction", "Extractor"]

@@ -40,19 +40,36 @@ def mean_with_stderr(values: Sequence[float]) -> tuple[float, float]:
 Scorer = Callable[[str | None, Sequence[str], Mapping[str, Any]], Any]
 
 
+def percent(value: float) -> float:
+    """A fraction in [0, 1] on the 0-100 scale (the default `to_100`)."""
+    return 100.0 * value
+
+
 @dataclass(frozen=True)
 class Metric:
     """A per-doc `score`, an `aggregate` over the items, and how its stderr is estimated.
 
-    `stderr="analytic"` needs float items and the mean as aggregate. `to_100` maps the headline
-    value onto 0-100 for the cross-benchmark average (None: not comparable)."""
+    `stderr="analytic"` needs float items and the mean as aggregate.
+
+    `to_100` maps the headline value onto 0-100, higher is better, for the cross-benchmark average
+    (`metrics.aggregate.overall_score`); each metric documents its mapping where it is defined
+    (default `percent`, for fractions; e.g. a score with a known maximum is divided by it, an
+    unbounded one is capped). None: not comparable, left out of the average. `headline` names the
+    key of a dict aggregate that is the headline value (None for float aggregates).
+
+    `cluster` names the item field (items are then dicts) holding a cluster id, for metrics whose
+    docs are not independent (e.g. the rotations of one MMBench question): the bootstrap resamples
+    whole clusters, and each draw of a cluster gets an id of its own, so a cluster drawn twice
+    counts twice in `aggregate`."""
 
     name: str
     score: Scorer
     aggregate: Callable[[Sequence[Any]], MetricValue] = mean
     stderr: Literal["analytic", "bootstrap", "none"] = "analytic"
     higher_is_better: bool = True
-    to_100: Callable[[float], float] | None = lambda v: 100.0 * v
+    to_100: Callable[[float], float] | None = percent
+    headline: str | None = None
+    cluster: str | None = None
 
 
 METRICS: Registry[Metric] = Registry("metric")
@@ -67,24 +84,41 @@ def _names(metric: Metric, value: MetricValue) -> dict[str, float]:
 def summarize(
     metric: Metric, items: Sequence[Any], bootstrap_iters: int = 1000, seed: int = 0
 ) -> dict[str, dict[str, float | None]]:
-    """{name: {"value", "stderr"}} for the metric (one name per value of a dict aggregate)."""
+    """{name: {"value", "stderr"}} for the metric (one name per value of a dict aggregate); the
+    seeded bootstrap resamples items, or whole clusters when the metric names a `cluster` field."""
     if not items:
         return {metric.name: {"value": None, "stderr": None}}
     if metric.stderr == "analytic":
         value, err = mean_with_stderr([float(v) for v in items])
         return {metric.name: {"value": value, "stderr": err}}
     values = _names(metric, metric.aggregate(items))
-    if metric.stderr == "none" or bootstrap_iters < 2 or len(items) < 2:
+    units = _clusters(metric.cluster, items)
+    if metric.stderr == "none" or bootstrap_iters < 2 or len(units) < 2:
         return {k: {"value": v, "stderr": None} for k, v in values.items()}
     rng = random.Random(seed)
     draws: dict[str, list[float]] = {k: [] for k in values}
-    n = len(items)
+    n = len(units)
     for _ in range(bootstrap_iters):
-        sample = [items[rng.randrange(n)] for _ in range(n)]
+        picks = [units[rng.randrange(n)] for _ in range(n)]
+        if metric.cluster is None:
+            sample = [unit[0] for unit in picks]
+        else:
+            field = metric.cluster
+            sample = [{**item, field: (item[field], j)} for j, unit in enumerate(picks) for item in unit]
         for k, v in _names(metric, metric.aggregate(sample)).items():
             if k in draws and math.isfinite(v):
                 draws[k].append(v)
     return {k: {"value": v, "stderr": _std(draws[k])} for k, v in values.items()}
+
+
+def _clusters(field: str | None, items: Sequence[Any]) -> list[list[Any]]:
+    """The resampling units: one per item, or the items of each cluster (in first-seen order)."""
+    if field is None:
+        return [[item] for item in items]
+    groups: dict[Any, list[Any]] = {}
+    for item in items:
+        groups.setdefault(item[field], []).append(item)
+    return list(groups.values())
 
 
 def _std(values: list[float]) -> float | None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.extract import EXTRACTORS, Extraction
@@ -15,6 +16,8 @@ from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks.config import TaskConfig
 from fastmmeval.tasks.render import format_options, render_messages
 from fastmmeval.tasks.sources import Rows, load_rows
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,14 @@ class Task:
             return Request(f"{self.name}/{doc.id}", "loglikelihood", messages, generation, tuple(options))
         return Request(f"{self.name}/{doc.id}", "generate", messages, generation)
 
+    def _named(self, doc: Doc, step: Callable[[], T]) -> T:
+        """Run an extractor or metric; its DocErrors get this doc's name in front."""
+        try:
+            return step()
+        except DocError as e:
+            where = self.where(doc)
+            raise (e if str(e).startswith(where) else DocError(f"{where}: {e}")) from None
+
     def score(self, doc: Doc, response: Response) -> dict[str, Any]:
         """Extraction and per-doc metric values for a successful response."""
         targets = self.targets(doc)
@@ -122,8 +133,9 @@ class Task:
             extraction = Extraction(LETTERS[best], "loglikelihood_argmax")
         else:
             assert self.extract is not None and response.text is not None
-            extraction = self.extract(response.text, self.options(doc), doc.fields)
-        values = {m.name: m.score(extraction.value, targets, doc.fields) for m in self.metrics}
+            extraction = self._named(doc, lambda: self.extract(response.text, self.options(doc), doc.fields))
+        fields = doc.fields
+        values = self._named(doc, lambda: {m.name: m.score(extraction.value, targets, fields) for m in self.metrics})
         if any(isinstance(v, float) and not math.isfinite(v) for v in values.values()):
             raise DocError(f"{self.where(doc)}: a metric returned a non-finite value: {values}")
         return {"target": targets, "extracted": extraction.value, "extract_rule": extraction.rule, "metrics": values}

@@ -1,0 +1,143 @@
+"""MathVista answers, normalized to the doc's answer type as MathVista's official evaluation does.
+
+Mirrors `normalize_extracted_answer` and `get_most_similar` in `evaluation/calculate_score.py`
+of lupantech/MathVista (commit e999481e, run with `--ignore_empty_extractions`), and the rule
+steps of `extract_answer` in `evaluation/extract_answer.py` (the response is a choice text; the
+response is a number; with `--quick_extract`, `The answer is "X".`). Upstream hands every other
+response to GPT-4 to extract the answer; until a judge backend exists, the option-letter and
+number rules of this package take its place, and the normalization then runs on what they found.
+
+Doc fields: `question_type` (multi_choice or free_form), `answer_type` (text, integer, float or
+list), `choices` (multi_choice; else the task's options), `precision` (decimals, float answers).
+
+Rules recorded: `choice_text` (the answer is a choice), `letter` / `option_text` /
+`answer_is+...` (see `option_letter`), `quick_extract+...`, `paren_letter` ("(b)"),
+`closest_choice` (the choice with the smallest Levenshtein distance: upstream's fallback and a
+guess, so counted under its own name), `integer` / `float` (the response itself is the number),
+`number+integer`, `answer_is+number+float`, ... (a number found in the text), `list`. An empty
+response is unparsed (upstream without `--ignore_empty_extractions` maps it to the closest
+choice to '', the shortest one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastmmeval.errors import DocError
+from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
+from fastmmeval.extract.numbers import number
+from fastmmeval.extract.options import option_letter
+from fastmmeval.extract.rules import LETTERS, answer_part
+
+_QUICK = re.compile(r'The answer is "(.*)"\.')
+_LIST = re.compile(r"\[[^\[\]]*\]")
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance with unit costs for insertion, deletion and substitution."""
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def get_most_similar(prediction: str, choices: Sequence[str]) -> str:
+    """The choice closest to `prediction` in edit distance (the first of equals), as upstream."""
+    distances = [levenshtein(prediction, c) for c in choices]
+    return choices[distances.index(min(distances))]
+
+
+def normalize_extracted_answer(
+    extraction: str, choices: Sequence[str], question_type: str, answer_type: str, precision: float | None
+) -> Extraction:
+    """An extracted answer in the form MathVista compares: for multi_choice the choice text (by
+    '(X)' or 'X' letter, else the closest choice); integers as `int(float(x))`; floats rounded
+    to `precision` decimals; lists as they are. Unreadable numbers and empty answers are unparsed."""
+    extraction = extraction.strip()
+    if not extraction:
+        return Extraction(None, UNPARSED)
+    if question_type == "multi_choice":
+        rule = "letter"
+        letter = re.findall(r"\(([a-zA-Z])\)", extraction)
+        if letter:
+            extraction, rule = letter[0].upper(), "paren_letter"
+        letters = LETTERS[: len(choices)]
+        if extraction in letters:
+            return Extraction(choices[letters.index(extraction)], rule)
+        closest = get_most_similar(extraction, choices)
+        return Extraction(closest, "choice_text" if closest == extraction else "closest_choice")
+    try:
+        if answer_type == "integer":
+            return Extraction(str(int(float(extraction))), "integer")
+        if answer_type == "float":
+            if precision is None:
+                raise DocError("mathvista: a float answer needs the doc field 'precision'")
+            return Extraction(str(round(float(extraction), int(precision))), "float")
+    except (ValueError, OverflowError):
+        return Extraction(None, UNPARSED)
+    if answer_type == "list":
+        return Extraction(extraction, "list")
+    raise DocError(f"mathvista: answer_type {answer_type!r} of a {question_type!r} question has no normalization")
+
+
+def _field(fields: Mapping[str, Any], name: str) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str):
+        raise DocError(f"mathvista: doc field {name!r} is missing or not a string")
+    return value
+
+
+def _multi_choice(response: str, choices: list[str]) -> Extraction:
+    if response in choices:
+        return Extraction(response, "choice_text")
+    quick = _QUICK.search(response)
+    if quick:
+        found = normalize_extracted_answer(quick.group(1), choices, "multi_choice", "text", None)
+        return Extraction(found.value, "quick_extract+" + found.rule)
+    found = option_letter(response, choices)
+    if found.value is not None:
+        return Extraction(choices[LETTERS.index(found.value)], found.rule)
+    if found.rule != UNPARSED:  # a refusal
+        return found
+    body, prefix = answer_part(response)
+    normalized = normalize_extracted_answer(body, choices, "multi_choice", "text", None)
+    return Extraction(normalized.value, prefix + normalized.rule)
+
+
+@EXTRACTORS.register("mathvista")
+def mathvista(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
+    """The answer in the form MathVista's official scorer compares (see the module docstring)."""
+    fields = fields or {}
+    question_type = _field(fields, "question_type")
+    answer_type = _field(fields, "answer_type")
+    response = text.strip()
+    if not response:
+        return Extraction(None, UNPARSED)
+    if question_type == "multi_choice":
+        choices = [str(c) for c in (fields.get("choices") or options)]
+        if not choices:
+            raise DocError("mathvista: a multi_choice question needs the doc field 'choices'")
+        return _multi_choice(response, choices)
+    precision = fields.get("precision")
+    if answer_type in ("integer", "float"):
+        direct = normalize_extracted_answer(response, [], question_type, answer_type, precision)
+        if direct.value is not None:
+            return direct
+        found = number(response)
+        if found.value is None:
+            return found
+        normalized = normalize_extracted_answer(found.value.rstrip("%"), [], question_type, answer_type, precision)
+        if normalized.value is None:
+            return normalized
+        return Extraction(normalized.value, f"{found.rule}+{normalized.rule}")
+    if answer_type == "list":
+        m = _LIST.search(response)
+        return Extraction(m.group(0), "list") if m else Extraction(None, UNPARSED)
+    return normalize_extracted_answer(response, [], question_type, answer_type, precision)
