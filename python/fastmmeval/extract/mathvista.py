@@ -30,27 +30,15 @@ from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
 from fastmmeval.extract.numbers import number
 from fastmmeval.extract.options import option_letter
 from fastmmeval.extract.rules import LETTERS, answer_part
+from fastmmeval.metrics.edit_distance import levenshtein_distances
 
 _QUICK = re.compile(r'The answer is "(.*)"\.')
 _LIST = re.compile(r"\[[^\[\]]*\]")
 
 
-def levenshtein(a: str, b: str) -> int:
-    """Edit distance with unit costs for insertion, deletion and substitution."""
-    if len(a) < len(b):
-        a, b = b, a
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
-
-
 def get_most_similar(prediction: str, choices: Sequence[str]) -> str:
     """The choice closest to `prediction` in edit distance (the first of equals), as upstream."""
-    distances = [levenshtein(prediction, c) for c in choices]
+    distances = levenshtein_distances([prediction] * len(choices), choices).tolist()
     return choices[distances.index(min(distances))]
 
 
