@@ -1,0 +1,102 @@
+"""The engine loop: step() = schedule -> run -> postprocess, until every sequence is done."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from fastmmeval.engine.runner import Runner
+from fastmmeval.engine.scheduler import Scheduler
+from fastmmeval.engine.sequence import Sequence
+from fastmmeval.models.causal_lm import _choose, _cut_at_stop
+from fastmmeval.protocol import GenerationSettings
+
+
+class Engine:
+    """Continuous batching over a transformers causal LM.
+
+    Each step the running sequences decode one token together, finished ones leave, and waiting
+    ones (admitted by `Scheduler`) are prefilled together and join. A sequence stops at any of
+    `eos_ids`, at the first of its stop strings in `decode(output_ids)`, or at max_new_tokens;
+    it is greedy at temperature 0, else sampled from its own generator seeded with its seed."""
+
+    def __init__(self, model: Any, eos_ids: set[int], pad_id: int, decode: Callable[[list[int]], str],
+                 max_batch_size: int = 16, max_batch_tokens: int = 4096) -> None:
+        self.scheduler = Scheduler(max_batch_size, max_batch_tokens)
+        self.runner = Runner(model, pad_id)
+        self.eos_ids = set(eos_ids)
+        self.decode = decode
+        self._next_id = 0
+        self._generators: dict[int, torch.Generator] = {}
+
+    def add(self, prompt_ids: list[int], settings: GenerationSettings) -> Sequence:
+        """Queue a prompt; a sequence allowed no new tokens finishes at once with empty text."""
+        seq = Sequence(self._next_id, list(prompt_ids), settings)
+        self._next_id += 1
+        if settings.max_new_tokens <= 0:
+            seq.finish("length", "")
+            return seq
+        if settings.temperature > 0:
+            self._generators[seq.seq_id] = torch.Generator().manual_seed(settings.seed)
+        self.scheduler.add(seq)
+        return seq
+
+    def step(self) -> list[Sequence]:
+        """Decode the running sequences one token, prefill the admitted ones, and return those
+        that finished."""
+        step = self.scheduler.schedule()
+        chosen: list[tuple[Sequence, int]] = []
+        if step.decode:
+            chosen += zip(step.decode, self._choose(step.decode, self.runner.decode(step.decode)), strict=True)
+        if step.prefill:
+            chosen += zip(step.prefill, self._choose(step.prefill, self.runner.prefill(step.prefill)), strict=True)
+        finished = [seq for seq, token in chosen if self._postprocess(seq, token)]
+        if finished:
+            self.scheduler.free(finished)
+            self.runner.release([s.seq_id for s in finished])
+            for seq in finished:
+                self._generators.pop(seq.seq_id, None)
+        return finished
+
+    def _choose(self, seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
+        tokens = logits.argmax(-1).tolist()
+        for row, seq in enumerate(seqs):
+            generator = self._generators.get(seq.seq_id)
+            if generator is not None:
+                tokens[row] = _choose(logits[row].cpu(), seq.settings, generator)
+        return tokens
+
+    def _postprocess(self, seq: Sequence, token: int) -> bool:
+        """Append `token` to `seq` or finish it; returns whether it finished."""
+        if token in self.eos_ids:
+            seq.finish("eos", self.decode(seq.output_ids))
+            return True
+        seq.output_ids.append(token)
+        if seq.settings.stop:
+            text = self.decode(seq.output_ids)
+            cut = _cut_at_stop(text, seq.settings.stop)
+            if cut is not None:
+                seq.finish("stop", cut)
+                return True
+        if len(seq.output_ids) >= seq.settings.max_new_tokens:
+            seq.finish("length", self.decode(seq.output_ids))
+            return True
+        return False
+
+    def generate(self, prompts: Iterable[tuple[list[int], GenerationSettings]]) -> list[Sequence]:
+        """Run the prompts to completion; one finished Sequence per prompt, in order. On failure
+        every queued or running sequence is dropped and the engine is left empty."""
+        if self.scheduler.has_unfinished():
+            raise RuntimeError("generate needs an idle engine")
+        seqs = [self.add(ids, settings) for ids, settings in prompts]
+        try:
+            while self.scheduler.has_unfinished():
+                self.step()
+        except BaseException:
+            self.scheduler.clear()
+            self.runner.clear()
+            self._generators.clear()
+            raise
+        return seqs

@@ -1,0 +1,94 @@
+"""The torch part of the engine: batched prefill, batched decode and the shared KV cache."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+from transformers.cache_utils import DynamicLayer
+
+from fastmmeval.engine.kv_cache import CacheLayout
+from fastmmeval.engine.sequence import Sequence
+from fastmmeval.models.causal_lm import _cache_of
+
+
+class Runner:
+    """Runs a transformers causal LM over the running sequences, one cache row each (see
+    `kv_cache`). Needs a model whose cache layers are all full-attention `DynamicLayer`s."""
+
+    def __init__(self, model: Any, pad_id: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.layout = CacheLayout()
+        self.cache: Any = None
+        # transformers renamed `past_key_values` to `cache` (5.x); accept either.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's inputs go."""
+        return self.model.device
+
+    def _tensor(self, data: list[Any]) -> torch.Tensor:
+        return torch.tensor(data, device=self.device)
+
+    @torch.inference_mode()
+    def prefill(self, seqs: list[Sequence]) -> torch.Tensor:
+        """Prefill `seqs` together (left-padded) and add their rows to the cache. Returns the
+        float32 logits of each one's next token, [len(seqs), vocab]."""
+        width = max(len(s.prompt_ids) for s in seqs)
+        ids = self._tensor([[self.pad_id] * (width - len(s.prompt_ids)) + s.prompt_ids for s in seqs])
+        mask = self._tensor([[0] * (width - len(s.prompt_ids)) + [1] * len(s.prompt_ids) for s in seqs])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         logits_to_keep=1)
+        cache = _cache_of(out)
+        unsupported = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
+        if unsupported:
+            raise NotImplementedError(f"the engine supports full-attention caches only, not {sorted(unsupported)}")
+        pad_old, pad_new = self.layout.join([s.seq_id for s in seqs], [len(s.prompt_ids) for s in seqs])
+        if self.cache is None:
+            self.cache = cache
+        else:
+            for old, new in zip(self.cache.layers, cache.layers, strict=True):
+                old.keys = torch.cat([_left_pad(old.keys, pad_old), _left_pad(new.keys, pad_new)])
+                old.values = torch.cat([_left_pad(old.values, pad_old), _left_pad(new.values, pad_new)])
+        return out.logits[:, -1].float()
+
+    @torch.inference_mode()
+    def decode(self, seqs: list[Sequence]) -> torch.Tensor:
+        """Feed each running sequence's newest token. `seqs` must be the cache's rows, in order.
+        Returns the float32 logits of each one's next token, [len(seqs), vocab]."""
+        if [s.seq_id for s in seqs] != self.layout.rows:
+            raise ValueError("decode must cover exactly the cached rows, in row order")
+        out = self.model(input_ids=self._tensor([[s.last_token] for s in seqs]),
+                         attention_mask=self._tensor(self.layout.attention_mask(new_tokens=1)),
+                         position_ids=self._tensor(self.layout.positions())[:, None],
+                         use_cache=True, **{self._cache_kw: self.cache})
+        self.cache = _cache_of(out)
+        self.layout.advance()
+        return out.logits[:, -1].float()
+
+    def release(self, seq_ids: list[int]) -> None:
+        """Free the cache rows of `seq_ids` and trim columns that became padding everywhere."""
+        keep, trim = self.layout.leave(seq_ids)
+        if not keep:
+            self.cache = None
+            return
+        index = self._tensor(keep)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, trim:]
+            layer.values = layer.values[index, :, trim:]
+
+    def clear(self) -> None:
+        """Drop the cache and every row."""
+        self.cache = None
+        self.layout.clear()
+
+
+def _left_pad(states: torch.Tensor, columns: int) -> torch.Tensor:
+    """[batch, heads, length, dim] -> the same with `columns` zero columns before `length`."""
+    return F.pad(states, (0, 0, columns, 0)) if columns else states

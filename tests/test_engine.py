@@ -1,0 +1,159 @@
+"""The engine's torch-free bookkeeping: scheduler admission and ordering, cache row layout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fastmmeval.engine import CacheLayout, Scheduler, Sequence, Status
+from fastmmeval.protocol import GenerationSettings
+
+
+def seq(seq_id: int, prompt_len: int) -> Sequence:
+    return Sequence(seq_id, list(range(1, prompt_len + 1)), GenerationSettings(max_new_tokens=8))
+
+
+def ids(seqs: list[Sequence]) -> list[int]:
+    return [s.seq_id for s in seqs]
+
+
+def finish(*seqs: Sequence) -> list[Sequence]:
+    for s in seqs:
+        s.finish("length", "")
+    return list(seqs)
+
+
+def test_bookkeeping_modules_do_not_import_torch() -> None:
+    code = ("import sys; import fastmmeval.engine; from fastmmeval.engine import sequence, scheduler, kv_cache; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_waiting_sequences_are_admitted_longest_first_ties_in_arrival_order() -> None:
+    scheduler = Scheduler(max_batch_size=8, max_batch_tokens=10_000)
+    for i, n in enumerate([3, 9, 5, 9, 1]):
+        scheduler.add(seq(i, n))
+    step = scheduler.schedule()
+    assert ids(step.prefill) == [1, 3, 2, 0, 4]
+    assert step.decode == []
+    assert all(s.status is Status.RUNNING for s in step.prefill)
+    assert not scheduler.waiting
+
+
+def test_admission_stops_at_max_batch_size() -> None:
+    scheduler = Scheduler(max_batch_size=3, max_batch_tokens=10_000)
+    for i in range(5):
+        scheduler.add(seq(i, 4))
+    assert ids(scheduler.schedule().prefill) == [0, 1, 2]
+    step = scheduler.schedule()
+    assert (ids(step.decode), step.prefill) == ([0, 1, 2], [])
+    assert ids(scheduler.waiting) == [3, 4]
+
+
+def test_admission_counts_padded_prefill_and_decode_tokens_against_the_budget() -> None:
+    scheduler = Scheduler(max_batch_size=16, max_batch_tokens=20)
+    for i, n in enumerate([6, 4, 4, 4, 2]):
+        scheduler.add(seq(i, n))
+    step = scheduler.schedule()
+    # Padded to the longest admitted prompt: 3 x 6 = 18 <= 20, a fourth would make 24.
+    assert ids(step.prefill) == [0, 1, 2]
+    assert step.num_tokens == 18
+    # Next step: 3 decode tokens + 2 x 4 padded prefill tokens = 11; 3 + 3 x 4 = 15; 3 + 4 x 4 > 20.
+    step = scheduler.schedule()
+    assert (ids(step.decode), ids(step.prefill)) == ([0, 1, 2], [3, 4])
+    assert step.num_tokens == 3 + 2 * 4
+
+
+def test_a_prompt_over_the_budget_runs_alone_rather_than_never() -> None:
+    scheduler = Scheduler(max_batch_size=4, max_batch_tokens=10)
+    scheduler.add(seq(0, 50))
+    scheduler.add(seq(1, 2))
+    assert ids(scheduler.schedule().prefill) == [0]
+    # While it runs the budget holds: 1 decode token + 2 prefill tokens fit.
+    assert ids(scheduler.schedule().prefill) == [1]
+
+
+def test_the_head_of_the_queue_is_not_skipped() -> None:
+    scheduler = Scheduler(max_batch_size=4, max_batch_tokens=6)
+    scheduler.add(seq(0, 3))
+    scheduler.schedule()
+    scheduler.add(seq(1, 8))
+    scheduler.add(seq(2, 1))
+    # 1 decode token + 8 > 6: the long head waits for an empty step, and the short one behind it too.
+    assert scheduler.schedule().prefill == []
+    scheduler.free(finish(scheduler.running[0]))
+    assert ids(scheduler.schedule().prefill) == [1]
+
+
+def test_finished_sequences_leave_and_waiting_ones_join_at_the_next_step() -> None:
+    scheduler = Scheduler(max_batch_size=2, max_batch_tokens=1000)
+    seqs = [seq(i, 10 - i) for i in range(5)]
+    for s in seqs:
+        scheduler.add(s)
+    assert ids(scheduler.schedule().prefill) == [0, 1]
+    scheduler.free(finish(seqs[1]))
+    step = scheduler.schedule()
+    assert (ids(step.decode), ids(step.prefill)) == ([0], [2])
+    scheduler.free(finish(seqs[0], seqs[2]))
+    step = scheduler.schedule()
+    assert (ids(step.decode), ids(step.prefill)) == ([], [3, 4])
+    scheduler.free(finish(seqs[3], seqs[4]))
+    assert not scheduler.has_unfinished()
+    assert scheduler.schedule().is_empty
+
+
+def test_only_finished_sequences_can_be_freed_and_only_waiting_ones_added() -> None:
+    scheduler = Scheduler(max_batch_size=2, max_batch_tokens=100)
+    s = seq(0, 3)
+    scheduler.add(s)
+    scheduler.schedule()
+    with pytest.raises(ValueError, match="not finished"):
+        scheduler.free([s])
+    with pytest.raises(ValueError, match="not waiting"):
+        scheduler.add(s)
+    assert scheduler.clear() == [s]
+    assert not scheduler.has_unfinished()
+
+
+def test_bad_limits_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_batch_size"):
+        Scheduler(0, 10)
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        Scheduler(1, 0)
+    with pytest.raises(ValueError, match="empty prompt"):
+        Sequence(0, [])
+
+
+def test_layout_joins_by_left_padding_to_a_common_width() -> None:
+    layout = CacheLayout()
+    assert layout.join([7, 8], [3, 5]) == (5, 0)
+    assert layout.attention_mask() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+    assert layout.positions() == [3, 5]
+    layout.advance()
+    assert layout.attention_mask(new_tokens=1) == [[0, 0, 1, 1, 1, 1, 1], [1] * 7]
+    # A longer newcomer widens the old rows; a shorter one is padded itself.
+    assert layout.join([9], [8]) == (2, 0)
+    assert layout.join([10], [2]) == (0, 6)
+    assert (layout.rows, layout.lengths, layout.width) == ([7, 8, 9, 10], [4, 6, 8, 2], 8)
+    assert layout.attention_mask() == [[0] * 4 + [1] * 4, [0] * 2 + [1] * 6, [1] * 8, [0] * 6 + [1] * 2]
+
+
+def test_layout_leave_keeps_row_order_and_trims_all_padding_columns() -> None:
+    layout = CacheLayout()
+    layout.join([1, 2, 3], [4, 9, 6])
+    assert layout.leave([2]) == ([0, 2], 3)
+    assert (layout.rows, layout.lengths, layout.width) == ([1, 3], [4, 6], 6)
+    assert layout.leave([1]) == ([1], 0)
+    assert layout.leave([3]) == ([], 6)
+    assert (len(layout), layout.width) == (0, 0)
+
+
+def test_layout_refuses_unknown_and_duplicate_rows() -> None:
+    layout = CacheLayout()
+    layout.join([1], [2])
+    with pytest.raises(ValueError, match="already own"):
+        layout.join([1], [2])
+    with pytest.raises(ValueError, match="own no row"):
+        layout.leave([5])

@@ -1,0 +1,184 @@
+"""The `hf` backend and its engine on a tiny random-weight Llama: exact agreement with transformers
+`generate`, batch invariance with sequences joining mid-run, stopping, sampling, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from fastmmeval.engine import ScheduledStep, Sequence
+from fastmmeval.errors import ConfigError
+from fastmmeval.models import MODELS
+from fastmmeval.models.causal_lm import CausalLM
+from fastmmeval.models.hf import HF
+from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
+
+QUESTIONS = [
+    "What animal is in this image?",
+    "Coffee is hot.",
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "Yes",
+    "A rocket flew to the moon. What is in the image? Answer with one word: cat, dog, horse or bird.",
+    "0 1 2 3 4 5 6 7 8 9",
+    "Is the cat on the mat? Yes, no or maybe.",
+    "STOP 42",
+]
+
+
+def messages(question: str, image: Image.Image | None = None) -> tuple[Message, ...]:
+    parts = ((ImagePart(image),) if image else ()) + (TextPart(question),)
+    return (Message("system", (TextPart("Answer."),)), Message("user", parts))
+
+
+def request(i: int, question: str, settings: GenerationSettings) -> Request:
+    return Request(id=f"r{i}", kind="generate", messages=messages(question), generation=settings)
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_lm_dir: Path) -> HF:
+    return MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "max_batch_size": "4"})
+
+
+@pytest.fixture(scope="module")
+def prompts(hf: HF) -> list[list[int]]:
+    """16 prompts of mixed lengths."""
+    return [hf.lm.chat_ids([{"role": "user", "content": q * (1 + i // len(QUESTIONS))}])
+            for i, q in enumerate(QUESTIONS * 2)]
+
+
+def run_engine(hf: HF, prompts: list[list[int]], settings: list[GenerationSettings], max_batch_size: int,
+               max_batch_tokens: int = 4096) -> tuple[list[Sequence], list[ScheduledStep]]:
+    """The engine's outputs at the given limits, and the steps it scheduled."""
+    engine = hf.engine
+    engine.scheduler.max_batch_size, engine.scheduler.max_batch_tokens = max_batch_size, max_batch_tokens
+    steps: list[ScheduledStep] = []
+    schedule = engine.scheduler.schedule
+
+    def recorded() -> ScheduledStep:
+        steps.append(schedule())
+        return steps[-1]
+
+    engine.scheduler.schedule = recorded  # type: ignore[method-assign]
+    try:
+        return engine.generate(list(zip(prompts, settings, strict=True))), steps
+    finally:
+        del engine.scheduler.schedule
+
+
+def reference(hf: HF, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """transformers `generate`, greedy, batch size 1, without the final EOS."""
+    with torch.inference_mode():
+        out = hf.lm.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                   do_sample=False, max_new_tokens=max_new_tokens,
+                                   eos_token_id=sorted(hf.lm.eos_ids), pad_token_id=hf.lm.pad_id)
+    tokens = out[0, len(prompt):].tolist()
+    return tokens[:-1] if tokens and tokens[-1] in hf.lm.eos_ids else tokens
+
+
+def test_greedy_equals_transformers_generate_and_is_batch_size_invariant(
+        hf: HF, prompts: list[list[int]]) -> None:
+    lengths = [3 + (5 * i) % 17 for i in range(len(prompts))]  # rows finish at different steps
+    settings = [GenerationSettings(max_new_tokens=n) for n in lengths]
+    expected = [reference(hf, p, n) for p, n in zip(prompts, lengths, strict=True)]
+    assert sum(len(e) for e in expected) > 100  # the comparison means something only if tokens come out
+    for max_batch_size, max_batch_tokens in ((1, 4096), (4, 4096), (16, 4096), (16, 200)):
+        seqs, steps = run_engine(hf, prompts, settings, max_batch_size, max_batch_tokens)
+        assert [s.output_ids for s in seqs] == expected, (max_batch_size, max_batch_tokens)
+        assert [s.text for s in seqs] == [hf.lm.tokenizer.decode(e, skip_special_tokens=True) for e in expected]
+        assert all(s.finish_reason == ("length" if len(e) == n else "eos")
+                   for s, e, n in zip(seqs, expected, lengths, strict=True))
+        assert max(len(s.decode) + len(s.prefill) for s in steps) <= max_batch_size
+        if max_batch_size == 4:  # sequences joined while others were decoding
+            assert any(s.decode and s.prefill for s in steps)
+        if max_batch_tokens == 200:  # the budget, not the batch size, held admissions back
+            assert len(steps[0].prefill) < len(prompts)
+            assert all(s.num_tokens <= 200 or (not s.decode and len(s.prefill) == 1) for s in steps)
+    assert hf.engine.runner.cache is None and not hf.engine.runner.layout.rows
+
+
+def test_backend_text_matches_the_causal_lm_wrapper_with_stop_strings(hf: HF) -> None:
+    settings = [GenerationSettings(max_new_tokens=20 + i) for i in range(len(QUESTIONS))]
+    chats = [[{"role": "system", "content": "Answer."}, {"role": "user", "content": q}] for q in QUESTIONS]
+    lm = CausalLM(str(hf.args.pretrained), batch_size=3)
+    full = lm.generate(chats, settings)
+    # A stop string from the middle of one reply, and one that never occurs.
+    text = next(t for t in full if len(t) >= 8)
+    stop = next(text[i:i + 2] for i in range(2, len(text) - 1)
+                if text[i:i + 2].isprintable() and "\ufffd" not in text[i:i + 2])
+    stopped = [GenerationSettings(max_new_tokens=s.max_new_tokens, stop=(stop, "\x00never")) for s in settings]
+    responses = hf.generate([request(i, q, s) for i, (q, s) in enumerate(zip(QUESTIONS, stopped, strict=True))])
+    assert [r.error for r in responses] == [None] * len(QUESTIONS)
+    assert [r.text for r in responses] == lm.generate(chats, stopped)
+    assert any(r.text == text[: text.find(stop)] for r in responses)
+    assert all(stop not in r.text for r in responses)
+    assert responses[0].usage["prompt_tokens"] == len(lm.chat_ids(chats[0]))
+
+
+def test_sampling_is_seeded_per_request(hf: HF) -> None:
+    def sample(seed: int) -> GenerationSettings:
+        return GenerationSettings(max_new_tokens=12, temperature=1.0, top_p=0.9, seed=seed)
+
+    alone = hf.generate([request(0, QUESTIONS[0], sample(1))])[0].text
+    batched = hf.generate([request(1, QUESTIONS[2], GenerationSettings()), request(2, QUESTIONS[0], sample(1)),
+                           request(3, QUESTIONS[0], sample(2)), request(4, QUESTIONS[4], sample(1))])
+    assert batched[1].text == alone
+    assert batched[2].text != alone
+
+
+def test_image_requests_get_an_error_and_the_others_an_answer(hf: HF) -> None:
+    image = Image.new("RGB", (8, 8))
+    requests = [request(0, QUESTIONS[0], GenerationSettings(max_new_tokens=4)),
+                Request(id="img", kind="generate", messages=messages("What is this?", image))]
+    responses = hf.generate(requests)
+    assert responses[0].error is None and responses[0].text
+    assert responses[1].text is None
+    assert responses[1].error == "hf backend: image inputs are not supported yet for LlamaForCausalLM"
+    scored = hf.loglikelihood([Request(id="img", kind="loglikelihood", messages=messages("?", image),
+                                       continuations=("cat",))])
+    assert scored[0].error == responses[1].error and scored[0].logprobs is None
+
+
+def test_max_new_tokens_zero_gives_empty_text(hf: HF) -> None:
+    responses = hf.generate([request(0, QUESTIONS[0], GenerationSettings(max_new_tokens=0)),
+                             request(1, QUESTIONS[1], GenerationSettings(max_new_tokens=3))])
+    assert responses[0].text == "" and responses[0].usage["completion_tokens"] == 0
+    assert responses[1].usage["completion_tokens"] == 3
+
+
+def test_loglikelihood_is_the_causal_lm_shared_context_scoring(hf: HF) -> None:
+    continuations = ("cat", " dog", "The cat sat on the mat.", "")
+    response = hf.loglikelihood([Request(id="l", kind="loglikelihood", messages=messages(QUESTIONS[4]),
+                                         continuations=continuations)])[0]
+    chat = [{"role": "system", "content": "Answer."}, {"role": "user", "content": QUESTIONS[4]}]
+    assert (response.logprobs, response.is_greedy) == hf.lm.loglikelihood(chat, list(continuations))
+    assert response.logprobs[-1] == 0.0 and response.logprobs[0] < 0
+
+
+def test_a_failing_batch_is_retried_one_by_one(hf: HF, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefill = hf.engine.runner.prefill
+
+    def fail_on_long(seqs: list[Sequence]) -> torch.Tensor:
+        if any(len(s.prompt_ids) > 60 for s in seqs):
+            raise RuntimeError("out of memory")
+        return prefill(seqs)
+
+    monkeypatch.setattr(hf.engine.runner, "prefill", fail_on_long)
+    responses = hf.generate([request(i, q, GenerationSettings(max_new_tokens=4)) for i, q in enumerate(QUESTIONS)])
+    failed = [r.error for r in responses if r.error]
+    assert failed and all(e == "generation failed: RuntimeError: out of memory" for e in failed)
+    assert sum(r.text is not None for r in responses) == len(QUESTIONS) - len(failed) > 0
+
+
+def test_fingerprint_and_bad_arguments(hf: HF, tiny_lm_dir: Path) -> None:
+    fp = hf.fingerprint()
+    assert fp["model"] == "hf" and fp["lm"]["lm"] == str(tiny_lm_dir)
+    assert "max_batch_size" not in fp["settings"] and fp == hf.fingerprint()
+    with pytest.raises(ConfigError, match="pretrained"):
+        MODELS.get("hf").from_args({})
+    with pytest.raises(ConfigError, match="max_batch_size"):
+        MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "max_batch_size": "0"})
+    with pytest.raises(ConfigError, match="attn_implementation"):
+        MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "attn_implementation": "nonsense"})
