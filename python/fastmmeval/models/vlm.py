@@ -1,0 +1,465 @@
+"""A vision-language model over transformers' `AutoModelForImageTextToText`: chats with images
+through the model's own processor and chat template, batched greedy generation and log-likelihoods.
+
+Proven on LLaVA (1.5 style), Qwen2-VL (M-RoPE) and Idefics3 / SmolVLM layouts.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.protocol import GenerationSettings, ImagePart, Request, TextPart
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Per-token processor outputs (everything else a processor returns goes with the images).
+TOKEN_KEYS = frozenset({"input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"})
+
+
+@dataclass
+class Prompt:
+    """One request's model inputs before batching: token ids plus the image tensors that go with them."""
+
+    ids: list[int]
+    mm_token_type_ids: list[int] | None = None
+    images: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """Left-padded model inputs for several prompts: what `model(...)` takes for the prefill, plus
+    each row's next text position (after the prompt, M-RoPE offsets included)."""
+
+    inputs: dict[str, torch.Tensor]
+    next_positions: torch.Tensor
+
+
+class VisionLanguageModel:
+    """An image-text-to-text model loaded with `from_pretrained` from a local folder or hub id."""
+
+    def __init__(self, folder_or_id: str, dtype: str = "float32", batch_size: int = 8) -> None:
+        from transformers import AutoModelForImageTextToText
+
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+        self.name_or_path = folder_or_id
+        self.dtype = dtype
+        self.batch_size = batch_size
+        try:
+            self.model = AutoModelForImageTextToText.from_pretrained(folder_or_id, dtype=DTYPES[dtype])
+        except (OSError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(f"cannot load image-text-to-text model {folder_or_id!r}: {first}") from None
+        self.model.eval()
+        self.processor, self.image_processor, self.tokenizer = _load_processing(folder_or_id)
+        self.chat_template = (getattr(self.processor, "chat_template", None) or self.tokenizer.chat_template
+                              or _legacy_chat_template(folder_or_id))
+        if not self.chat_template:
+            raise ConfigError(f"neither the processor nor the tokenizer of {folder_or_id!r} has a chat template")
+        config = self.model.config
+        self.image_token_id = _first_int(getattr(config, "image_token_id", None),
+                                         getattr(config, "image_token_index", None))
+        self.eos_ids = self._eos_ids()
+        if not self.eos_ids:
+            raise ConfigError(f"{folder_or_id!r} declares no EOS token")
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else min(self.eos_ids)
+        params = inspect.signature(self.model.forward).parameters
+        self._forward_keys = set(params)
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._rope_index = getattr(getattr(self.model, "model", None), "get_rope_index", None)
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id,
+                       getattr(self.model.config, "eos_token_id", None),
+                       getattr(self.model.config.get_text_config(), "eos_token_id", None)):
+            if isinstance(source, int):
+                ids.add(source)
+            elif source:
+                ids.update(source)
+        return ids
+
+    # ----- prompts ---------------------------------------------------------------------------
+
+    def chat_text(self, request: Request) -> tuple[str, list[Image.Image]]:
+        """The request's chat rendered by the model's own chat template (image placeholders where
+        the images stand, assistant turn opened), and its images in order."""
+        conversation = []
+        for message in request.messages:
+            content: list[dict[str, str]] = []
+            for part in message.content:
+                if isinstance(part, ImagePart):
+                    content.append({"type": "image"})
+                elif isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+            conversation.append({"role": message.role, "content": content})
+        render = self.processor if self.processor is not None else self.tokenizer
+        text = render.apply_chat_template(conversation, chat_template=self.chat_template,
+                                          add_generation_prompt=True, tokenize=False)
+        return text, [img.convert("RGB") for img in request.images]
+
+    def prompt(self, request: Request) -> Prompt:
+        """Token ids (image tokens expanded as the model expects) and image tensors of one request."""
+        text, images = self.chat_text(request)
+        bos = self.tokenizer.bos_token
+        special = not (bos and text.startswith(bos))
+        if self.processor is not None:
+            kwargs: dict[str, Any] = {}
+            if images:
+                kwargs["images"] = [images] if _nested_images(self.processor) else images
+            out = self.processor(text=[text], return_tensors="pt", add_special_tokens=special, **kwargs)
+        else:
+            out = self._expand_without_processor(text, images, special)
+        ids = out["input_ids"][0].tolist()
+        mm = out.get("mm_token_type_ids")
+        image_tensors = {k: v for k, v in out.items() if k not in TOKEN_KEYS}
+        return Prompt(ids=ids, mm_token_type_ids=mm[0].tolist() if mm is not None else None, images=image_tensors)
+
+    def _expand_without_processor(self, text: str, images: list[Image.Image], special: bool) -> dict[str, Any]:
+        """What the model's processor would return, built from its image processor and tokenizer
+        for when the processor itself does not load (its video processor needs torchvision).
+        Two layouts are known: grid-merged patches (Qwen2-VL: each placeholder becomes
+        t*h*w/merge^2 image tokens) and tiles (Idefics3/SmolVLM: each tile's image tokens wrapped
+        in `<fake_token_around_image>` with `<row_i_col_j>` tags, then the global view)."""
+        if self.image_token_id is None:
+            raise ConfigError(f"{self.name_or_path!r}: no processor and no image token id in the config")
+        image_token = self.tokenizer.convert_ids_to_tokens(self.image_token_id)
+        out: dict[str, Any] = {}
+        if images:
+            pieces = text.split(image_token)
+            if len(pieces) - 1 != len(images):
+                raise ValueError(f"chat has {len(pieces) - 1} image placeholders but {len(images)} images")
+            if hasattr(self.image_processor, "return_row_col_info"):  # tiling processors, one list per text
+                pixels = dict(self.image_processor(images=[images], return_tensors="pt", return_row_col_info=True))
+            else:
+                pixels = dict(self.image_processor(images=images, return_tensors="pt"))
+            if "image_grid_thw" in pixels:
+                merge = int(getattr(self.image_processor, "merge_size", 1)) ** 2
+                expanded = [image_token * (int(g.prod()) // merge) for g in pixels["image_grid_thw"]]
+            elif "rows" in pixels and "cols" in pixels:
+                rows, cols = pixels.pop("rows")[0], pixels.pop("cols")[0]
+                expanded = [_tiled_image_prompt(int(r), int(c), self._image_seq_len(), image_token)
+                            for r, c in zip(rows, cols, strict=True)]
+            else:
+                raise ConfigError(f"{self.name_or_path!r}: its processor did not load and its image processor "
+                                  f"({type(self.image_processor).__name__}) is not of a kind usable without it")
+            text = pieces[0] + "".join(e + rest for e, rest in zip(expanded, pieces[1:], strict=True))
+            out.update(pixels)
+        ids = torch.tensor([self.tokenizer(text, add_special_tokens=special)["input_ids"]])
+        out["input_ids"] = ids
+        if self._rope_index is not None:
+            out["mm_token_type_ids"] = (ids == self.image_token_id).long()
+        return out
+
+    def _image_seq_len(self) -> int:
+        """Image tokens per tile: the processor config's `image_seq_len`, else from the model config."""
+        from transformers.utils import cached_file
+
+        try:
+            path = cached_file(self.name_or_path, "processor_config.json", _raise_exceptions_for_missing_entries=False)
+        except OSError:
+            path = None
+        if path:
+            value = json.loads(Path(path).read_text()).get("image_seq_len")
+            if isinstance(value, int):
+                return value
+        config = self.model.config
+        vision = config.vision_config
+        return (vision.image_size // vision.patch_size) ** 2 // config.scale_factor ** 2
+
+    def text_ids(self, text: str) -> list[int]:
+        """Token ids of plain `text` (no special tokens added)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def collate(self, prompts: list[Prompt], extra: list[list[int]] | None = None) -> Batch:
+        """Left-pad prompts (each followed by its `extra` ids, if given) into one batch with
+        attention mask, per-row position ids (M-RoPE positions from the model's own
+        `get_rope_index` when it has one) and the rows' image tensors joined."""
+        rows = [p.ids + (extra[i] if extra else []) for i, p in enumerate(prompts)]
+        width = max(len(r) for r in rows)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(r)) + r for r in rows])
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        inputs: dict[str, torch.Tensor] = {"input_ids": input_ids, "attention_mask": mask}
+        for key, value in _join_images([p.images for p in prompts]).items():
+            inputs[key] = value.to(self.model.dtype) if value.is_floating_point() else value
+        mm = None
+        if any(p.mm_token_type_ids is not None for p in prompts):
+            mm = torch.tensor([[0] * (width - len(r)) + (p.mm_token_type_ids or [0] * len(p.ids))
+                               + [0] * (len(r) - len(p.ids)) for p, r in zip(prompts, rows, strict=True)])
+        if self._rope_index is not None and mm is not None and "image_grid_thw" in inputs:
+            positions, deltas = self._rope_index(input_ids, mm_token_type_ids=mm,
+                                                 image_grid_thw=inputs["image_grid_thw"], attention_mask=mask)
+            next_positions = mask.sum(-1) + deltas.view(-1)
+        else:
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            next_positions = mask.sum(-1)
+        inputs["position_ids"] = positions
+        if mm is not None and "mm_token_type_ids" in self._forward_keys:
+            inputs["mm_token_type_ids"] = mm
+        return Batch(inputs={k: v for k, v in inputs.items() if k in self._forward_keys},
+                     next_positions=next_positions)
+
+    def prepare(self, requests: list[Request]) -> Batch:
+        """One left-padded batch of model inputs for `requests` (see `collate`)."""
+        return self.collate([self.prompt(r) for r in requests])
+
+    # ----- generation ------------------------------------------------------------------------
+
+    def generate(self, requests: list[Request], settings: list[GenerationSettings] | None = None) -> list[str]:
+        """The assistant's reply to each request, decoded per its settings (each request's own when
+        not given): greedy at temperature 0, else seeded sampling; cut at EOS, at the first stop
+        string or at max_new_tokens. Batches of `batch_size`, longest prompts first."""
+        return [text for text, _ in self.generate_tokens(requests, settings)]
+
+    @torch.inference_mode()
+    def generate_tokens(self, requests: list[Request],
+                        settings: list[GenerationSettings] | None = None) -> list[tuple[str, list[int]]]:
+        """As `generate`, with each reply's generated token ids (EOS excluded; the token that
+        completed a stop string included)."""
+        settings = settings if settings is not None else [r.generation for r in requests]
+        if len(requests) != len(settings):
+            raise ValueError(f"{len(requests)} requests but {len(settings)} settings")
+        prompts = [self.prompt(r) for r in requests]
+        out: list[tuple[str, list[int]]] = [("", [])] * len(requests)
+        order = sorted((i for i in range(len(prompts)) if settings[i].max_new_tokens > 0),
+                       key=lambda i: -len(prompts[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            replies = self._generate_batch([prompts[i] for i in chunk], [settings[i] for i in chunk])
+            for i, reply in zip(chunk, replies, strict=True):
+                out[i] = reply
+        return out
+
+    def _generate_batch(self, prompts: list[Prompt],
+                        settings: list[GenerationSettings]) -> list[tuple[str, list[int]]]:
+        batch = self.collate(prompts)
+        out = self.model(**batch.inputs, use_cache=True, logits_to_keep=1)
+        cache, logits = _cache_of(out), out.logits[:, -1].float()
+        mask, next_pos = batch.inputs["attention_mask"], batch.next_positions
+        generators = [torch.Generator().manual_seed(s.seed) if s.temperature > 0 else None for s in settings]
+        tokens_out: list[list[int]] = [[] for _ in prompts]
+        texts: list[str | None] = [None] * len(prompts)
+        active = list(range(len(prompts)))
+        while active:
+            chosen = [_choose(logits[j], settings[row], generators[row]) for j, row in enumerate(active)]
+            keep = []
+            for j, (row, token) in enumerate(zip(active, chosen, strict=True)):
+                if token in self.eos_ids:
+                    texts[row] = self._decode(tokens_out[row])
+                    continue
+                tokens_out[row].append(token)
+                text = self._decode(tokens_out[row])
+                cut = _cut_at_stop(text, settings[row].stop)
+                if cut is not None:
+                    texts[row] = cut
+                elif len(tokens_out[row]) >= settings[row].max_new_tokens:
+                    texts[row] = text
+                else:
+                    keep.append(j)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                cache.batch_select_indices(torch.tensor(keep))
+                mask, next_pos = mask[keep], next_pos[keep]
+            active = [active[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
+            step = torch.tensor([[chosen[j]] for j in keep])
+            out = self.model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None],
+                             use_cache=True, **{self._cache_kw: cache})
+            cache, logits = _cache_of(out), out.logits[:, -1].float()
+            next_pos = next_pos + 1
+        return [(t if t is not None else "", toks) for t, toks in zip(texts, tokens_out, strict=True)]
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    # ----- log-likelihood --------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def loglikelihood(self, request: Request, continuations: list[str] | None = None) -> tuple[list[float], list[bool]]:
+        """For each continuation (the request's own when not given) placed at the start of the
+        assistant turn: the sum of its tokens' log-probabilities (float32), and whether greedy
+        decoding would produce exactly those tokens. The image and question run once."""
+        continuations = list(request.continuations if continuations is None else continuations)
+        prompt = self.prompt(request)
+        conts = [self.text_ids(c) for c in continuations]
+        logprobs, greedy = [0.0] * len(conts), [True] * len(conts)
+        scored = [i for i, c in enumerate(conts) if c]
+        if not scored:
+            return logprobs, greedy
+        batch = self.collate([prompt])
+        out = self.model(**batch.inputs, use_cache=True, logits_to_keep=1)
+        first = out.logits[0, -1].float().log_softmax(-1)
+        start_pos = int(batch.next_positions[0])
+        for start in range(0, len(scored), self.batch_size):
+            chunk = scored[start:start + self.batch_size]
+            cache = copy.deepcopy(_cache_of(out))
+            cache.batch_repeat_interleave(len(chunk))
+            width = max(len(conts[i]) for i in chunk)
+            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk])
+            mask = torch.tensor([[1] * (len(prompt.ids) + len(conts[i])) + [0] * (width - len(conts[i]))
+                                 for i in chunk])
+            positions = (start_pos + torch.arange(width)).expand(len(chunk), -1)
+            rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                              use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
+            for j, i in enumerate(chunk):
+                tokens = torch.tensor(conts[i])
+                # Row 0 predicts the continuation's first token; row m its token m + 1.
+                dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
+                logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
+                greedy[i] = bool((dist.argmax(-1) == tokens).all())
+        return logprobs, greedy
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The model's name or path, dtype and hashes of its config, chat template, image processor
+        settings and weight files (name and size)."""
+        config = self.model.config.to_dict()
+        for volatile in ("_name_or_path", "transformers_version"):
+            config.pop(volatile, None)
+        image_config = self.image_processor.to_dict() if self.image_processor is not None else {}
+        root = Path(self.name_or_path)
+        weights = {}
+        if root.is_dir():
+            weights = {p.name: p.stat().st_size for p in sorted(root.iterdir())
+                       if p.suffix in (".safetensors", ".bin") and p.is_file()}
+        return {
+            "vlm": self.name_or_path,
+            "dtype": self.dtype,
+            "config_sha256": _sha(json.dumps(config, sort_keys=True, default=str)),
+            "image_processor_sha256": _sha(json.dumps(image_config, sort_keys=True, default=str)),
+            "chat_template_sha256": _sha(self.chat_template),
+            "weight_files": weights,
+        }
+
+
+def is_vision_language(folder_or_id: str) -> bool:
+    """Whether the checkpoint's config is one `AutoModelForImageTextToText` loads (so an `hf`
+    backend should use VisionLanguageModel rather than a text-only causal LM)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    try:
+        config = AutoConfig.from_pretrained(folder_or_id)
+    except (OSError, ValueError):
+        return False
+    return config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+
+def _load_processing(folder_or_id: str) -> tuple[Any, Any, Any]:
+    """(processor or None, image processor, tokenizer). The processor is used when it loads;
+    some (Qwen2-VL, SmolVLM) need torchvision for their video processor, and then the image
+    processor and tokenizer are used directly."""
+    from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
+
+    try:
+        processor = AutoProcessor.from_pretrained(folder_or_id)
+    except (ImportError, OSError, ValueError, AttributeError, TypeError):
+        processor = None
+    if processor is not None and hasattr(processor, "image_processor") and hasattr(processor, "tokenizer"):
+        return processor, processor.image_processor, processor.tokenizer
+    try:
+        image_processor = AutoImageProcessor.from_pretrained(folder_or_id)
+        tokenizer = AutoTokenizer.from_pretrained(folder_or_id)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"cannot load the image processor and tokenizer of {folder_or_id!r}: {first}") from None
+    return None, image_processor, tokenizer
+
+
+def _legacy_chat_template(folder_or_id: str) -> str | None:
+    """The template in a processor's legacy `chat_template.json`, which tokenizers do not read."""
+    from transformers.utils import cached_file
+
+    try:
+        path = cached_file(folder_or_id, "chat_template.json", _raise_exceptions_for_missing_entries=False)
+    except OSError:
+        return None
+    if not path:
+        return None
+    template = json.loads(Path(path).read_text()).get("chat_template")
+    return template if isinstance(template, str) else None
+
+
+def _nested_images(processor: Any) -> bool:
+    """Whether the processor takes images as one list per text (Idefics3, SmolVLM) rather than flat."""
+    return hasattr(processor, "fake_image_token") or hasattr(processor, "global_image_tag")
+
+
+def _join_images(rows: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Image tensors of several rows as one batch. Per-row tiles (5-D pixel values, as Idefics3
+    gives) are zero-padded to the most tiles (all-zero tiles are ignored by those models); rows
+    without images get only padding tiles there. Otherwise tensors are joined along dim 0."""
+    keys = sorted({k for row in rows for k in row})
+    out: dict[str, torch.Tensor] = {}
+    tiled = any(row.get("pixel_values") is not None and row["pixel_values"].ndim == 5 for row in rows)
+    for key in keys:
+        present = [row[key] for row in rows if key in row]
+        if tiled and key in ("pixel_values", "pixel_attention_mask"):
+            most = max(t.shape[1] for t in present)
+            shape = present[0].shape[2:]
+            padded = []
+            for row in rows:
+                t = row.get(key)
+                have = 0 if t is None else t.shape[1]
+                pad = present[0].new_zeros((1, most - have, *shape))
+                padded.append(pad if t is None else torch.cat([t, pad], dim=1))
+            out[key] = torch.cat(padded, dim=0)
+        else:
+            out[key] = torch.cat(present, dim=0)
+    return out
+
+
+def _tiled_image_prompt(rows: int, cols: int, seq_len: int, image_token: str) -> str:
+    """The Idefics3/SmolVLM text for one image split into rows x cols tiles plus a global view."""
+    fake, glob = "<fake_token_around_image>", "<global-img>"
+    if rows == 0 and cols == 0:
+        return fake + glob + image_token * seq_len + fake
+    text = ""
+    for i in range(rows):
+        text += "".join(f"{fake}<row_{i + 1}_col_{j + 1}>" + image_token * seq_len for j in range(cols)) + "\n"
+    return text + f"\n{fake}{glob}" + image_token * seq_len + fake
+
+
+def _first_int(*values: Any) -> int | None:
+    return next((v for v in values if isinstance(v, int)), None)
+
+
+def _cache_of(output: Any) -> Any:
+    return output["cache"] if "cache" in output else output["past_key_values"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch.Generator | None) -> int:
+    """The next token: argmax when greedy, else a nucleus sample at the given temperature."""
+    if generator is None:
+        return int(logits.argmax())
+    probs = (logits / settings.temperature).softmax(-1)
+    if settings.top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs >= settings.top_p
+        outside[0] = False  # the most likely token always stays
+        sorted_probs[outside] = 0.0
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str | None:
+    """`text` up to its earliest stop string, or None when none occurs."""
+    hits = [text.find(s) for s in stops if s and s in text]
+    return text[: min(hits)] if hits else None
