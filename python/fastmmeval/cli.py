@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from fastmmeval.errors import FastmmevalError
+from fastmmeval.errors import ConfigError, FastmmevalError
+
+if TYPE_CHECKING:
+    from fastmmeval.distributed import Ranks
 
 SUBCOMMANDS = ("run", "tasks", "models")
 
@@ -40,6 +44,18 @@ def _run_parser(sub: Any) -> None:
         help="continue the newest run with the same settings (or the run folder given)",
     )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--num_processes",
+        type=int,
+        default=1,
+        help="data parallel: launch N processes on this machine, each evaluating a share of the docs",
+    )
+    p.add_argument(
+        "--dist_timeout",
+        type=float,
+        default=300.0,
+        help="data parallel: seconds a process waits for another (loading the model, one batch) before giving up",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +90,29 @@ def results_table(results: dict[str, Any]) -> Table:
     return table
 
 
-def _cmd_run(args: argparse.Namespace, argv: list[str]) -> None:
+def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.num_processes < 1 or args.dist_timeout <= 0:
+        raise ConfigError("--num_processes must be at least 1 and --dist_timeout positive")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:  # one rank of torchrun or of our own launcher
+        from fastmmeval.distributed import joined
+
+        if args.num_processes not in (1, world):
+            raise ConfigError(f"--num_processes {args.num_processes} but WORLD_SIZE={world} (torchrun?)")
+        with joined(args.dist_timeout) as ranks:
+            _evaluate(args, argv, ranks)
+        return 0
+    if args.num_processes > 1:
+        from fastmmeval.distributed import launch
+
+        return launch(argv, args.num_processes, args.dist_timeout)
+    from fastmmeval.distributed import ONE_PROCESS
+
+    _evaluate(args, argv, ONE_PROCESS)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
     from fastmmeval.evaluate import RunConfig, evaluate
 
     config = RunConfig(
@@ -94,7 +132,10 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> None:
         resume=resume,
         progress=not args.no_progress,
         command=["fastmmeval", *argv],
+        ranks=ranks,
     )
+    if not ranks.is_main:
+        return
     console = Console()
     console.print(results_table(results))
     overall = (run.read_json("results.json") or {}).get("overall")
@@ -135,7 +176,10 @@ def _cmd_models() -> None:
     import dataclasses
 
     for name, cls in MODELS.items():
-        fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls.Args))
+        fields = ", ".join(
+            f.name + ("=<required>" if f.default is dataclasses.MISSING else f"={f.default!r}")
+            for f in dataclasses.fields(cls.Args)
+        )
         table.add_row(name, fields, (cls.__doc__ or "").strip().splitlines()[0])
     Console().print(table)
 
@@ -151,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            _cmd_run(args, argv)
-        elif args.command == "tasks":
+            return _cmd_run(args, argv)
+        if args.command == "tasks":
             _cmd_tasks(args)
         else:
             _cmd_models()

@@ -11,12 +11,14 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 import fastmmeval
+from fastmmeval.distributed import ONE_PROCESS, Ranks
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.metrics import overall_score, summarize
 from fastmmeval.models import MODELS, Model, parse_model_args
@@ -111,6 +113,11 @@ def _sample(task: Task, item: Prepared, response: Response | None) -> dict[str, 
     return sample
 
 
+def _evaluate_batch(model: Model, task: Task, batch: list[Prepared]) -> list[dict[str, Any]]:
+    responses = _call_model(model, [item.request for item in batch if item.request is not None])
+    return [_sample(task, item, responses.get(item.request.id) if item.request else None) for item in batch]
+
+
 def run_task(
     model: Model,
     task: Task,
@@ -122,19 +129,28 @@ def run_task(
     workers: int = 2,
     progress: bool = True,
     bootstrap_iters: int = 1000,
+    ranks: Ranks = ONE_PROCESS,
 ) -> dict[str, Any]:
-    """Evaluate one task, skipping docs whose samples the run already holds; returns its results."""
+    """Evaluate one task, skipping docs whose samples the run already holds; returns its results.
+    With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples."""
     refs = task.doc_refs(limit)
-    done = run.completed(task.name)
-    todo = [r for r in refs if r.id not in done]
-    with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not progress) as bar:
-        for batch in _batches(prepared_docs(task, todo, seed, workers, ahead=2 * batch_size + 2), batch_size):
-            responses = _call_model(model, [item.request for item in batch if item.request is not None])
-            samples = [_sample(task, item, responses.get(item.request.id) if item.request else None) for item in batch]
-            run.append(task.name, samples)
-            done.update((s["doc_id"], s) for s in samples)
-            bar.update(len(batch))
-    return aggregate(task, [done[r.id] for r in refs], bootstrap_iters=bootstrap_iters, seed=seed)
+    done = run.completed(task.name) if ranks.is_main else {}
+    left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
+    todo = [r for r in refs if r.id in left]
+    mine = prepared_docs(task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
+    batches = _batches(mine, batch_size)
+    show = progress and ranks.is_main
+    with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not show) as bar:
+        # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
+        for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
+            gathered = ranks.share(_evaluate_batch(model, task, next(batches, [])))
+            samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
+            if ranks.is_main:
+                run.append(task.name, samples)
+                done.update((s["doc_id"], s) for s in samples)
+            bar.update(len(samples))
+    results = aggregate(task, [done[r.id] for r in refs], bootstrap_iters, seed) if ranks.is_main else None
+    return ranks.share(results)[0]
 
 
 def _failure_kind(reason: str) -> str:
@@ -231,35 +247,55 @@ def evaluate(
     resume: bool | Path = False,
     progress: bool = True,
     command: list[str] | None = None,
+    ranks: Ranks = ONE_PROCESS,
 ) -> tuple[RunDir, dict[str, Any]]:
     """Run `config` and write its run folder; with `resume`, continue the newest matching run
-    under `output_path` (or the run folder given) instead of starting over."""
+    under `output_path` (or the run folder given) instead of starting over. With several `ranks`
+    (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes the
+    run folder, and all return its results; a failure on any rank fails all of them."""
+    with ranks.guard():
+        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks)
+
+
+def _evaluate(
+    config: RunConfig,
+    output_path: Path,
+    batch_size: int,
+    resume: bool | Path,
+    progress: bool,
+    command: list[str] | None,
+    ranks: Ranks,
+) -> tuple[RunDir, dict[str, Any]]:
     catalog = Catalog(Path(p) for p in config.include_path)
     tasks = [Task(c) for c in catalog.resolve(config.tasks)]
     model_cls = MODELS.get(config.model)
     model_args = parse_model_args(config.model_args)
-    run = _open_run(config, output_path, resume)
-    fingerprints = {t.name: t.fingerprint() for t in tasks}
-    manifest = run.read_json("manifest.json")
-    if manifest is not None and manifest["task_fingerprints"] != fingerprints:
-        changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]
-        raise ConfigError(f"{run.root}: task(s) {', '.join(changed)} changed since this run began; start a new run")
+    if ranks.is_main:
+        run = _open_run(config, output_path, resume)
+        fingerprints = {t.name: t.fingerprint() for t in tasks}  # loads (or builds) each task's data
+        manifest = run.read_json("manifest.json")
+        if manifest is not None and manifest["task_fingerprints"] != fingerprints:
+            changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]
+            raise ConfigError(f"{run.root}: task(s) {', '.join(changed)} changed since this run began; start a new run")
     _seed_everything(config.seed)
     model = model_cls.from_args(model_args)
-    manifest = manifest or {
-        "run_id": run.root.name,
-        "config": asdict(config),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "command": command or [],
-        "versions": _versions(),
-        "git": _git_hash(),
-        "model_fingerprint": model.fingerprint(),
-        "task_fingerprints": fingerprints,
-        "resumed": [],
-    }
-    if resume and (run.root / "samples").exists():
-        manifest["resumed"].append(time.strftime("%Y-%m-%dT%H:%M:%S"))
-    run.write_json("manifest.json", manifest)
+    # Once every rank has its model, the others may read the data rank 0 has loaded (and built).
+    run = RunDir(ranks.share(run.root if ranks.is_main else None)[0])
+    if ranks.is_main:
+        manifest = manifest or {
+            "run_id": run.root.name,
+            "config": asdict(config),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "command": command or [],
+            "versions": _versions(),
+            "git": _git_hash(),
+            "model_fingerprint": model.fingerprint(),
+            "task_fingerprints": fingerprints,
+            "resumed": [],
+        }
+        if resume and (run.root / "samples").exists():
+            manifest["resumed"].append(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        run.write_json("manifest.json", manifest)
     results: dict[str, Any] = {}
     for task in tasks:
         results[task.name] = run_task(
@@ -271,13 +307,17 @@ def evaluate(
             seed=config.seed,
             progress=progress,
             bootstrap_iters=config.bootstrap_iters,
+            ranks=ranks,
         )
-        summary: dict[str, Any] = {"results": results, "config": asdict(config), "run_id": run.root.name}
-        if len(tasks) > 1 and len(results) == len(tasks):
-            summary["overall"] = overall_score(results)  # equal-weight mean of headline metrics on 0-100
-        run.write_json("results.json", summary)
-    manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    run.write_json("manifest.json", manifest)
+        if ranks.is_main:
+            summary: dict[str, Any] = {"results": results, "config": asdict(config), "run_id": run.root.name}
+            if len(tasks) > 1 and len(results) == len(tasks):
+                summary["overall"] = overall_score(results)  # equal-weight mean of headline metrics on 0-100
+            run.write_json("results.json", summary)
+    if ranks.is_main:
+        manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        run.write_json("manifest.json", manifest)
+    ranks.share(None)  # a failure on rank 0 while writing still stops every rank
     return run, results
 
 
