@@ -157,3 +157,17 @@ def test_layout_refuses_unknown_and_duplicate_rows() -> None:
         layout.join([1], [2])
     with pytest.raises(ValueError, match="own no row"):
         layout.leave([5])
+
+
+def test_layout_positions_keep_each_rows_offset_through_joins_and_leaves() -> None:
+    """M-RoPE rows (next position = cached tokens + rope delta) keep their shift as they decode."""
+    layout = CacheLayout()
+    layout.join([1, 2], [5, 3], next_positions=[2, 3])
+    layout.join([3], [4])
+    assert layout.positions() == [2, 3, 4]
+    layout.advance()
+    assert layout.positions() == [3, 4, 5]
+    layout.leave([2])
+    assert (layout.rows, layout.positions()) == ([1, 3], [3, 5])
+    with pytest.raises(ValueError, match="next position"):
+        layout.join([4], [2], next_positions=[1, 2])

@@ -63,7 +63,7 @@ def run_engine(hf: HF, prompts: list[list[int]], settings: list[GenerationSettin
 
     engine.scheduler.schedule = recorded  # type: ignore[method-assign]
     try:
-        return engine.generate(list(zip(prompts, settings, strict=True))), steps
+        return engine.generate([(p, s, None) for p, s in zip(prompts, settings, strict=True)]), steps
     finally:
         del engine.scheduler.schedule
 
@@ -135,7 +135,7 @@ def test_image_requests_get_an_error_and_the_others_an_answer(hf: HF) -> None:
     responses = hf.generate(requests)
     assert responses[0].error is None and responses[0].text
     assert responses[1].text is None
-    assert responses[1].error == "hf backend: image inputs are not supported yet for LlamaForCausalLM"
+    assert responses[1].error == "hf backend: LlamaForCausalLM is a text-only model; it cannot take image inputs"
     scored = hf.loglikelihood([Request(id="img", kind="loglikelihood", messages=messages("?", image),
                                        continuations=("cat",))])
     assert scored[0].error == responses[1].error and scored[0].logprobs is None

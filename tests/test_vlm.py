@@ -1,6 +1,6 @@
 """VisionLanguageModel on tiny random-weight LLaVA, Qwen2-VL, Idefics3 and SmolVLM checkpoints loaded
-by path: equal to transformers `generate` at batch size 1, batch-invariant across batch sizes 1, 4
-and 16, and prefix-shared log-likelihoods equal to naive full forwards."""
+by path: each model's own chat template and processor, and prefix-shared log-likelihoods equal to
+naive full forwards. (Generation runs in the engine: tests/test_hf_vlm.py.)"""
 
 from __future__ import annotations
 
@@ -75,15 +75,16 @@ def _requests(photos: list[Image.Image]) -> list[Request]:
     return out
 
 
-def _reference_tokens(model: VisionLanguageModel, request: Request) -> list[int]:
-    """transformers `generate` (greedy) on the request alone, from the processor's own outputs."""
+def _reference_tokens(model: VisionLanguageModel, request: Request, max_new_tokens: int = MAX_NEW) -> list[int]:
+    """transformers `generate` (greedy) on the request alone, from the processor's own outputs,
+    without the final EOS."""
     prompt = model.prompt(request)
     inputs = {"input_ids": torch.tensor([prompt.ids]),
               "attention_mask": torch.ones(1, len(prompt.ids), dtype=torch.long), **prompt.images}
     if prompt.mm_token_type_ids is not None:
         inputs["mm_token_type_ids"] = torch.tensor([prompt.mm_token_type_ids])
     with torch.inference_mode():
-        out = model.model.generate(**inputs, do_sample=False, max_new_tokens=MAX_NEW,
+        out = model.model.generate(**inputs, do_sample=False, max_new_tokens=max_new_tokens,
                                    eos_token_id=sorted(model.eos_ids), pad_token_id=model.pad_id)
     tokens = out[0, len(prompt.ids):].tolist()
     for k, token in enumerate(tokens):
@@ -129,49 +130,6 @@ def test_tiled_prompt_without_processor_equals_processor(tmp_path: Path, photos:
             assert torch.equal(without.images[key], value), key
 
 
-def test_batch_size_1_equals_transformers_generate(vlm: tuple[str, VisionLanguageModel],
-                                                   photos: list[Image.Image]) -> None:
-    _, model = vlm
-    requests = _requests(photos)[:8]
-    model.batch_size = 1
-    ours = model.generate_tokens(requests)
-    for request, (_, tokens) in zip(requests, ours, strict=True):
-        assert tokens == _reference_tokens(model, request), request.id
-    assert any(len(tokens) > 2 for _, tokens in ours)
-
-
-def test_batch_invariance(vlm: tuple[str, VisionLanguageModel], photos: list[Image.Image]) -> None:
-    _, model = vlm
-    requests = _requests(photos)
-    results = {}
-    for batch_size in (1, 4, 16):
-        model.batch_size = batch_size
-        results[batch_size] = model.generate_tokens(requests)
-    assert results[1] == results[4] == results[16]
-    # Not one answer repeated: the outputs depend on the prompt and its images.
-    assert len({tuple(tokens) for _, tokens in results[1]}) > 4
-
-
-def test_max_new_tokens_and_stop(vlm: tuple[str, VisionLanguageModel], photos: list[Image.Image]) -> None:
-    _, model = vlm
-    model.batch_size = 4
-    requests = _requests(photos)[:4]
-    full = model.generate_tokens(requests)
-    short = model.generate_tokens(requests, [GenerationSettings(max_new_tokens=3)] * 4)
-    for (_, long_tokens), (text, tokens) in zip(full, short, strict=True):
-        assert tokens == long_tokens[:3]
-        assert text == model.tokenizer.decode(tokens, skip_special_tokens=True)
-    # A stop string of two printable ASCII characters from inside one of the replies.
-    found = [(row, k) for row, (text, _) in enumerate(full) for k in range(1, len(text) - 1)
-             if all(c.isascii() and c.isprintable() for c in text[k:k + 2])]
-    assert found
-    row, k = found[0]
-    text = full[row][0]
-    stop = text[k:k + 2]
-    cut = model.generate([requests[row]], [GenerationSettings(max_new_tokens=MAX_NEW, stop=(stop,))])[0]
-    assert cut == text[: text.find(stop)]
-
-
 def _naive_loglikelihood(model: VisionLanguageModel, request: Request, continuation: str) -> tuple[float, bool]:
     """One full forward over prompt + continuation (positions left to the model itself)."""
     prompt = model.prompt(request)
@@ -191,7 +149,7 @@ def _naive_loglikelihood(model: VisionLanguageModel, request: Request, continuat
 def _greedy_text(model: VisionLanguageModel, request: Request) -> str | None:
     """The model's own greedy reply, cut where its text still tokenizes back to the same ids
     (random byte-level models often start with a lone byte, which does not)."""
-    _, tokens = model.generate_tokens([request], [GenerationSettings(max_new_tokens=4)])[0]
+    tokens = _reference_tokens(model, request, max_new_tokens=4)
     for k in range(len(tokens), 0, -1):
         text = model.tokenizer.decode(tokens[:k])
         if model.text_ids(text) == tokens[:k]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from fastmmeval.engine.runner import Runner
+from fastmmeval.engine.runner import PrefillBuilder, Runner
 from fastmmeval.engine.scheduler import Scheduler
 from fastmmeval.engine.sequence import Sequence
 from fastmmeval.models.causal_lm import _choose, _cut_at_stop
@@ -15,25 +15,28 @@ from fastmmeval.protocol import GenerationSettings
 
 
 class Engine:
-    """Continuous batching over a transformers causal LM.
+    """Continuous batching over a transformers causal LM, text-only or vision-language: the model
+    adapter's `build_prefill` turns a group of new sequences into the model's prefill inputs
+    (`runner.token_prefill` for plain token prompts).
 
     Each step the running sequences decode one token together, finished ones leave, and waiting
     ones (admitted by `Scheduler`) are prefilled together and join. A sequence stops at any of
     `eos_ids`, at the first of its stop strings in `decode(output_ids)`, or at max_new_tokens;
     it is greedy at temperature 0, else sampled from its own generator seeded with its seed."""
 
-    def __init__(self, model: Any, eos_ids: set[int], pad_id: int, decode: Callable[[list[int]], str],
-                 max_batch_size: int = 16, max_batch_tokens: int = 4096) -> None:
+    def __init__(self, model: Any, eos_ids: set[int], decode: Callable[[list[int]], str],
+                 build_prefill: PrefillBuilder, max_batch_size: int = 16, max_batch_tokens: int = 4096) -> None:
         self.scheduler = Scheduler(max_batch_size, max_batch_tokens)
-        self.runner = Runner(model, pad_id)
+        self.runner = Runner(model, build_prefill)
         self.eos_ids = set(eos_ids)
         self.decode = decode
         self._next_id = 0
         self._generators: dict[int, torch.Generator] = {}
 
-    def add(self, prompt_ids: list[int], settings: GenerationSettings) -> Sequence:
-        """Queue a prompt; a sequence allowed no new tokens finishes at once with empty text."""
-        seq = Sequence(self._next_id, list(prompt_ids), settings)
+    def add(self, prompt_ids: list[int], settings: GenerationSettings, inputs: Any = None) -> Sequence:
+        """Queue a prompt (with the prefill builder's other `inputs` for it, if any); a sequence
+        allowed no new tokens finishes at once with empty text."""
+        seq = Sequence(self._next_id, list(prompt_ids), settings, inputs)
         self._next_id += 1
         if settings.max_new_tokens <= 0:
             seq.finish("length", "")
@@ -85,12 +88,13 @@ class Engine:
             return True
         return False
 
-    def generate(self, prompts: Iterable[tuple[list[int], GenerationSettings]]) -> list[Sequence]:
-        """Run the prompts to completion; one finished Sequence per prompt, in order. On failure
-        every queued or running sequence is dropped and the engine is left empty."""
+    def generate(self, prompts: Iterable[tuple[list[int], GenerationSettings, Any]]) -> list[Sequence]:
+        """Run the (prompt ids, settings, other prefill inputs) to completion; one finished
+        Sequence per prompt, in order. On failure every queued or running sequence is dropped and
+        the engine is left empty."""
         if self.scheduler.has_unfinished():
             raise RuntimeError("generate needs an idle engine")
-        seqs = [self.add(ids, settings) for ids, settings in prompts]
+        seqs = [self.add(ids, settings, inputs) for ids, settings, inputs in prompts]
         try:
             while self.scheduler.has_unfinished():
                 self.step()

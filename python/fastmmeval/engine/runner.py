@@ -1,8 +1,16 @@
-"""The torch part of the engine: batched prefill, batched decode and the shared KV cache."""
+"""The torch part of the engine: batched prefill, batched decode and the shared KV cache.
+
+What a prefill feeds the model comes from a prefill builder supplied by the model adapter: plain
+token prompts use `token_prefill`; a vision-language model builds its rows with its processor's
+tensors and its own position scheme (M-RoPE included). Decode steps then need only each row's next
+position, which the builder's `next_positions` fix once per row.
+"""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,13 +22,42 @@ from fastmmeval.engine.sequence import Sequence
 from fastmmeval.models.causal_lm import _cache_of
 
 
+@dataclass
+class Batch:
+    """Left-padded model inputs for several prompts: what `model(...)` takes for their prefill
+    (`input_ids`, `attention_mask` and `position_ids` at least), plus each row's next text
+    position after its prompt."""
+
+    inputs: dict[str, torch.Tensor]
+    next_positions: torch.Tensor
+
+
+PrefillBuilder = Callable[[list[Sequence]], Batch]
+
+
+def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows left-padded with `pad_id` to the longest: (input ids, attention mask)."""
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def token_prefill(seqs: list[Sequence], pad_id: int) -> Batch:
+    """The prefill of plain token prompts: left-padded ids, positions counting real tokens."""
+    ids, mask = left_pad([s.prompt_ids for s in seqs], pad_id)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return Batch({"input_ids": ids, "attention_mask": mask, "position_ids": positions}, mask.sum(-1))
+
+
 class Runner:
     """Runs a transformers causal LM over the running sequences, one cache row each (see
-    `kv_cache`). Needs a model whose cache layers are all full-attention `DynamicLayer`s."""
+    `kv_cache`), prefilling new ones with the inputs `build_prefill` makes for them. Needs a model
+    whose cache layers are all full-attention `DynamicLayer`s."""
 
-    def __init__(self, model: Any, pad_id: int) -> None:
+    def __init__(self, model: Any, build_prefill: PrefillBuilder) -> None:
         self.model = model
-        self.pad_id = pad_id
+        self.build_prefill = build_prefill
         self.layout = CacheLayout()
         self.cache: Any = None
         # transformers renamed `past_key_values` to `cache` (5.x); accept either.
@@ -37,19 +74,20 @@ class Runner:
 
     @torch.inference_mode()
     def prefill(self, seqs: list[Sequence]) -> torch.Tensor:
-        """Prefill `seqs` together (left-padded) and add their rows to the cache. Returns the
-        float32 logits of each one's next token, [len(seqs), vocab]."""
-        width = max(len(s.prompt_ids) for s in seqs)
-        ids = self._tensor([[self.pad_id] * (width - len(s.prompt_ids)) + s.prompt_ids for s in seqs])
-        mask = self._tensor([[0] * (width - len(s.prompt_ids)) + [1] * len(s.prompt_ids) for s in seqs])
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+        """Prefill `seqs` together (left-padded, by `build_prefill`) and add their rows to the
+        cache. Returns the float32 logits of each one's next token, [len(seqs), vocab]."""
+        batch = self.build_prefill(seqs)
+        lengths = [len(s.prompt_ids) for s in seqs]
+        if batch.inputs["input_ids"].shape != (len(seqs), max(lengths)):
+            raise ValueError(f"the prefill builder gave input_ids of shape {tuple(batch.inputs['input_ids'].shape)} "
+                             f"for {len(seqs)} prompts of at most {max(lengths)} tokens")
+        out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
                          logits_to_keep=1)
         cache = _cache_of(out)
         unsupported = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
         if unsupported:
             raise NotImplementedError(f"the engine supports full-attention caches only, not {sorted(unsupported)}")
-        pad_old, pad_new = self.layout.join([s.seq_id for s in seqs], [len(s.prompt_ids) for s in seqs])
+        pad_old, pad_new = self.layout.join([s.seq_id for s in seqs], lengths, batch.next_positions.tolist())
         if self.cache is None:
             self.cache = cache
         else:
@@ -61,6 +99,7 @@ class Runner:
     @torch.inference_mode()
     def decode(self, seqs: list[Sequence]) -> torch.Tensor:
         """Feed each running sequence's newest token. `seqs` must be the cache's rows, in order.
+        Positions are per row (one value, which an M-RoPE model spreads over its three axes).
         Returns the float32 logits of each one's next token, [len(seqs), vocab]."""
         if [s.seq_id for s in seqs] != self.layout.rows:
             raise ValueError("decode must cover exactly the cached rows, in row order")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from fastmmeval.protocol import GenerationSettings
 
@@ -23,12 +23,15 @@ class Status(Enum):
 class Sequence:
     """A prompt, its decoding settings and what has been generated so far.
 
-    `output_ids` never holds the EOS token; `text` is set when the sequence finishes (cut at the
-    first stop string when `finish_reason` is "stop")."""
+    `inputs` is whatever else the model adapter's prefill builder needs besides `prompt_ids`
+    (a vision-language prompt's image tensors, say; None for plain text). `output_ids` never
+    holds the EOS token; `text` is set when the sequence finishes (cut at the first stop string
+    when `finish_reason` is "stop")."""
 
     seq_id: int
     prompt_ids: list[int]
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    inputs: Any = None
     output_ids: list[int] = field(default_factory=list)
     status: Status = Status.WAITING
     finish_reason: FinishReason | None = None

@@ -1,11 +1,18 @@
-"""`hf`: a transformers causal LM served by the in-process continuous-batching engine.
+"""`hf`: a transformers model served by the in-process continuous-batching engine.
 
-Text-only for now: a request with images is answered with an error, never with the images
-silently dropped.
+A checkpoint that `AutoModelForImageTextToText` loads (LLaVA, Qwen2-VL, Idefics3, SmolVLM, ...) runs
+as a VisionLanguageModel: each request goes through the model's own chat template and processor,
+and the engine prefills new rows with that model's inputs and positions (M-RoPE included). Any
+other runs as a text-only CausalLM, and a request with images is answered with an error, never
+with the images silently dropped.
+
+Prompts (image preprocessing included) of a call are built in a small thread pool before its
+generation starts; they do not yet overlap the previous call's decoding.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -17,8 +24,13 @@ from fastmmeval.protocol import Request, Response
 
 if TYPE_CHECKING:
     from fastmmeval.engine.engine import Engine
+    from fastmmeval.engine.runner import Batch, PrefillBuilder
     from fastmmeval.engine.sequence import Sequence
     from fastmmeval.models.causal_lm import CausalLM
+    from fastmmeval.models.vlm import Prompt, VisionLanguageModel
+
+# Threads building prompts (chat template, tokenizer, image processor) for one call.
+PREPROCESS_WORKERS = 2
 
 
 @dataclass
@@ -28,9 +40,9 @@ class HFArgs:
     pretrained: a local folder or hub id for from_pretrained.
     dtype: float32, bfloat16 or float16.
     attn_implementation: e.g. sdpa, eager, flash_attention_2 ("" keeps transformers' default).
-    max_batch_size: sequences decoded together.
+    max_batch_size: sequences decoded together (and continuations scored together).
     max_batch_tokens: tokens fed to the model in one step (prefill padding included).
-    gguf_file: a GGUF file inside `pretrained`.
+    gguf_file: a GGUF file inside `pretrained` (text-only models).
     """
 
     pretrained: str
@@ -43,8 +55,8 @@ class HFArgs:
 
 @MODELS.register("hf")
 class HF(Model):
-    """A chat causal LM from transformers; generation by continuous batching, scoring with a
-    shared-context cache."""
+    """A chat model from transformers, text-only or vision-language; generation by continuous
+    batching, scoring with a shared-context cache."""
 
     name = "hf"
     Args = HFArgs
@@ -54,11 +66,21 @@ class HF(Model):
         if args.max_batch_size < 1 or args.max_batch_tokens < 1:
             raise ConfigError(f"{where}: max_batch_size and max_batch_tokens must be at least 1")
         from fastmmeval.engine.engine import Engine
+        from fastmmeval.engine.runner import token_prefill
         from fastmmeval.models.causal_lm import CausalLM
+        from fastmmeval.models.vlm import VisionLanguageModel, is_vision_language
 
         self.args = args
-        self.lm: CausalLM = CausalLM(args.pretrained, gguf_file=args.gguf_file, dtype=args.dtype,
-                                     batch_size=args.max_batch_size)
+        self.vision = not args.gguf_file and is_vision_language(args.pretrained)
+        self.lm: CausalLM | VisionLanguageModel
+        build_prefill: PrefillBuilder
+        if self.vision:
+            self.lm = VisionLanguageModel(args.pretrained, dtype=args.dtype, batch_size=args.max_batch_size)
+            build_prefill = partial(_collate_prompts, self.lm)
+        else:
+            self.lm = CausalLM(args.pretrained, gguf_file=args.gguf_file, dtype=args.dtype,
+                               batch_size=args.max_batch_size)
+            build_prefill = partial(token_prefill, pad_id=self.lm.pad_id)
         if args.attn_implementation:
             try:
                 self.lm.model.set_attn_implementation(args.attn_implementation)
@@ -66,37 +88,49 @@ class HF(Model):
                 raise ConfigError(f"{where}: attn_implementation: {_reason('unavailable', e)}") from None
         config = self.lm.model.config
         self.arch = (getattr(config, "architectures", None) or [type(self.lm.model).__name__])[0]
-        self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids, self.lm.pad_id,
-                                     partial(self.lm.tokenizer.decode, skip_special_tokens=True),
+        self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids,
+                                     partial(self.lm.tokenizer.decode, skip_special_tokens=True), build_prefill,
                                      max_batch_size=args.max_batch_size, max_batch_tokens=args.max_batch_tokens)
-
-    def _refusal(self, request: Request) -> str | None:
-        """Why this backend cannot answer `request`, or None."""
-        if request.images:
-            return f"hf backend: image inputs are not supported yet for {self.arch}"
-        return None
 
     @staticmethod
     def _chat(request: Request) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.text} for m in request.messages]
 
+    def _prompt(self, request: Request) -> tuple[list[int], Prompt | None] | str:
+        """The request's prompt ids and the other prefill inputs that go with them (a
+        vision-language Prompt; None for text), or why there are none."""
+        if self.vision:
+            try:
+                prompt = self.lm.prompt(request)
+            except Exception as e:  # any failure belongs to this request only
+                return _reason("building the prompt failed", e)
+            return prompt.ids, prompt
+        if request.images:
+            return f"hf backend: {self.arch} is a text-only model; it cannot take image inputs"
+        try:
+            return self.lm.chat_ids(self._chat(request)), None
+        except Exception as e:
+            return _reason("building the prompt failed", e)
+
+    def _prompts(self, requests: list[Request]) -> list[tuple[list[int], Prompt | None] | str]:
+        """`_prompt` of each request, built in a thread pool."""
+        with ThreadPoolExecutor(PREPROCESS_WORKERS, thread_name_prefix="hf-prompt") as pool:
+            return list(pool.map(self._prompt, requests))
+
     def generate(self, requests: list[Request]) -> list[Response]:
         """One Response with the model's reply (or the reason it failed) per request."""
         responses = [Response(request_id=r.id) for r in requests]
-        ready: list[tuple[int, list[int]]] = []
-        for i, request in enumerate(requests):
-            if refusal := self._refusal(request):
-                responses[i].error = refusal
-                continue
-            try:
-                ready.append((i, self.lm.chat_ids(self._chat(request))))
-            except Exception as e:  # any failure belongs to this request only
-                responses[i].error = _reason("building the prompt failed", e)
+        ready: list[tuple[int, list[int], Prompt | None]] = []
+        for i, built in enumerate(self._prompts(requests)):
+            if isinstance(built, str):
+                responses[i].error = built
+            else:
+                ready.append((i, *built))
         try:
-            seqs = self.engine.generate([(ids, requests[i].generation) for i, ids in ready])
+            seqs = self.engine.generate([(ids, requests[i].generation, inputs) for i, ids, inputs in ready])
         except Exception:  # retried one by one: only the culprit fails
-            seqs = [self._generate_one(ids, requests[i]) for i, ids in ready]
-        for (i, ids), seq in zip(ready, seqs, strict=True):
+            seqs = [self._generate_one(ids, inputs, requests[i]) for i, ids, inputs in ready]
+        for (i, ids, _), seq in zip(ready, seqs, strict=True):
             if isinstance(seq, Exception):
                 responses[i].error = _reason("generation failed", seq)
             else:
@@ -104,26 +138,30 @@ class HF(Model):
                 responses[i].usage = {"prompt_tokens": len(ids), "completion_tokens": len(seq.output_ids)}
         return responses
 
-    def _generate_one(self, ids: list[int], request: Request) -> Sequence | Exception:
+    def _generate_one(self, ids: list[int], inputs: Prompt | None, request: Request) -> Sequence | Exception:
         try:
-            return self.engine.generate([(ids, request.generation)])[0]
+            return self.engine.generate([(ids, request.generation, inputs)])[0]
         except Exception as e:
             return e
 
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation log-probabilities (or the reason it failed) per
-        request."""
+        request; each request's shared context runs once."""
         out = []
-        for request in requests:
+        for request, built in zip(requests, self._prompts(requests), strict=True):
             response = Response(request_id=request.id)
             out.append(response)
-            if refusal := self._refusal(request):
-                response.error = refusal
+            if isinstance(built, str):
+                response.error = built
                 continue
+            ids, prompt = built
             try:
-                chat = self._chat(request)
-                response.logprobs, response.is_greedy = self.lm.loglikelihood(chat, list(request.continuations))
-                response.usage = {"prompt_tokens": len(self.lm.chat_ids(chat))}
+                if prompt is not None:
+                    scored = self.lm.loglikelihood(request, prompt=prompt)
+                else:
+                    scored = self.lm.loglikelihood(self._chat(request), list(request.continuations))
+                response.logprobs, response.is_greedy = scored
+                response.usage = {"prompt_tokens": len(ids)}
             except Exception as e:
                 response.error = _reason("scoring failed", e)
         return out
@@ -135,3 +173,8 @@ class HF(Model):
         for batch_only in ("max_batch_size", "max_batch_tokens"):
             settings.pop(batch_only)
         return {"model": self.name, "lm": self.lm.fingerprint(), "settings": settings}
+
+
+def _collate_prompts(vlm: VisionLanguageModel, seqs: list[Sequence]) -> Batch:
+    """The engine's prefill builder for a vision-language model: its batch of the sequences' prompts."""
+    return vlm.collate([s.inputs for s in seqs])

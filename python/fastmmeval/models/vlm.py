@@ -1,5 +1,6 @@
 """A vision-language model over transformers' `AutoModelForImageTextToText`: chats with images
-through the model's own processor and chat template, batched greedy generation and log-likelihoods.
+through the model's own processor and chat template, batched prefill inputs (for the engine, which
+does the decoding) and prefix-shared log-likelihoods.
 
 Proven on LLaVA (1.5 style), Qwen2-VL (M-RoPE) and Idefics3 / SmolVLM layouts.
 """
@@ -7,7 +8,6 @@ Proven on LLaVA (1.5 style), Qwen2-VL (M-RoPE) and Idefics3 / SmolVLM layouts.
 from __future__ import annotations
 
 import copy
-import hashlib
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from PIL import Image
 
+from fastmmeval.engine.runner import Batch, left_pad
 from fastmmeval.errors import ConfigError
-from fastmmeval.protocol import GenerationSettings, ImagePart, Request, TextPart
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from fastmmeval.models.causal_lm import DTYPES, _cache_of, _sha
+from fastmmeval.protocol import ImagePart, Request, TextPart
 
 # Per-token processor outputs (everything else a processor returns goes with the images).
 TOKEN_KEYS = frozenset({"input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"})
@@ -35,17 +35,9 @@ class Prompt:
     images: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-@dataclass
-class Batch:
-    """Left-padded model inputs for several prompts: what `model(...)` takes for the prefill, plus
-    each row's next text position (after the prompt, M-RoPE offsets included)."""
-
-    inputs: dict[str, torch.Tensor]
-    next_positions: torch.Tensor
-
-
 class VisionLanguageModel:
-    """An image-text-to-text model loaded with `from_pretrained` from a local folder or hub id."""
+    """An image-text-to-text model loaded with `from_pretrained` from a local folder or hub id;
+    `batch_size` continuations are scored together."""
 
     def __init__(self, folder_or_id: str, dtype: str = "float32", batch_size: int = 8) -> None:
         from transformers import AutoModelForImageTextToText
@@ -184,21 +176,17 @@ class VisionLanguageModel:
         """Token ids of plain `text` (no special tokens added)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def collate(self, prompts: list[Prompt], extra: list[list[int]] | None = None) -> Batch:
-        """Left-pad prompts (each followed by its `extra` ids, if given) into one batch with
-        attention mask, per-row position ids (M-RoPE positions from the model's own
-        `get_rope_index` when it has one) and the rows' image tensors joined."""
-        rows = [p.ids + (extra[i] if extra else []) for i, p in enumerate(prompts)]
-        width = max(len(r) for r in rows)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(r)) + r for r in rows])
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    def collate(self, prompts: list[Prompt]) -> Batch:
+        """Left-pad prompts into one batch with attention mask, per-row position ids (M-RoPE
+        positions from the model's own `get_rope_index` when it has one, with each row's
+        `rope_delta` in its next position) and the rows' image tensors joined."""
+        input_ids, mask = left_pad([p.ids for p in prompts], self.pad_id)
         inputs: dict[str, torch.Tensor] = {"input_ids": input_ids, "attention_mask": mask}
         for key, value in _join_images([p.images for p in prompts]).items():
             inputs[key] = value.to(self.model.dtype) if value.is_floating_point() else value
         mm = None
         if any(p.mm_token_type_ids is not None for p in prompts):
-            mm = torch.tensor([[0] * (width - len(r)) + (p.mm_token_type_ids or [0] * len(p.ids))
-                               + [0] * (len(r) - len(p.ids)) for p, r in zip(prompts, rows, strict=True)])
+            mm, _ = left_pad([p.mm_token_type_ids or [0] * len(p.ids) for p in prompts], 0)
         if self._rope_index is not None and mm is not None and "image_grid_thw" in inputs:
             positions, deltas = self._rope_index(input_ids, mm_token_type_ids=mm,
                                                  image_grid_thw=inputs["image_grid_thw"], attention_mask=mask)
@@ -212,96 +200,25 @@ class VisionLanguageModel:
         return Batch(inputs={k: v for k, v in inputs.items() if k in self._forward_keys},
                      next_positions=next_positions)
 
-    def prepare(self, requests: list[Request]) -> Batch:
-        """One left-padded batch of model inputs for `requests` (see `collate`)."""
-        return self.collate([self.prompt(r) for r in requests])
-
-    # ----- generation ------------------------------------------------------------------------
-
-    def generate(self, requests: list[Request], settings: list[GenerationSettings] | None = None) -> list[str]:
-        """The assistant's reply to each request, decoded per its settings (each request's own when
-        not given): greedy at temperature 0, else seeded sampling; cut at EOS, at the first stop
-        string or at max_new_tokens. Batches of `batch_size`, longest prompts first."""
-        return [text for text, _ in self.generate_tokens(requests, settings)]
-
-    @torch.inference_mode()
-    def generate_tokens(self, requests: list[Request],
-                        settings: list[GenerationSettings] | None = None) -> list[tuple[str, list[int]]]:
-        """As `generate`, with each reply's generated token ids (EOS excluded; the token that
-        completed a stop string included)."""
-        settings = settings if settings is not None else [r.generation for r in requests]
-        if len(requests) != len(settings):
-            raise ValueError(f"{len(requests)} requests but {len(settings)} settings")
-        prompts = [self.prompt(r) for r in requests]
-        out: list[tuple[str, list[int]]] = [("", [])] * len(requests)
-        order = sorted((i for i in range(len(prompts)) if settings[i].max_new_tokens > 0),
-                       key=lambda i: -len(prompts[i].ids))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            replies = self._generate_batch([prompts[i] for i in chunk], [settings[i] for i in chunk])
-            for i, reply in zip(chunk, replies, strict=True):
-                out[i] = reply
-        return out
-
-    def _generate_batch(self, prompts: list[Prompt],
-                        settings: list[GenerationSettings]) -> list[tuple[str, list[int]]]:
-        batch = self.collate(prompts)
-        out = self.model(**batch.inputs, use_cache=True, logits_to_keep=1)
-        cache, logits = _cache_of(out), out.logits[:, -1].float()
-        mask, next_pos = batch.inputs["attention_mask"], batch.next_positions
-        generators = [torch.Generator().manual_seed(s.seed) if s.temperature > 0 else None for s in settings]
-        tokens_out: list[list[int]] = [[] for _ in prompts]
-        texts: list[str | None] = [None] * len(prompts)
-        active = list(range(len(prompts)))
-        while active:
-            chosen = [_choose(logits[j], settings[row], generators[row]) for j, row in enumerate(active)]
-            keep = []
-            for j, (row, token) in enumerate(zip(active, chosen, strict=True)):
-                if token in self.eos_ids:
-                    texts[row] = self._decode(tokens_out[row])
-                    continue
-                tokens_out[row].append(token)
-                text = self._decode(tokens_out[row])
-                cut = _cut_at_stop(text, settings[row].stop)
-                if cut is not None:
-                    texts[row] = cut
-                elif len(tokens_out[row]) >= settings[row].max_new_tokens:
-                    texts[row] = text
-                else:
-                    keep.append(j)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                cache.batch_select_indices(torch.tensor(keep))
-                mask, next_pos = mask[keep], next_pos[keep]
-            active = [active[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
-            step = torch.tensor([[chosen[j]] for j in keep])
-            out = self.model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None],
-                             use_cache=True, **{self._cache_kw: cache})
-            cache, logits = _cache_of(out), out.logits[:, -1].float()
-            next_pos = next_pos + 1
-        return [(t if t is not None else "", toks) for t, toks in zip(texts, tokens_out, strict=True)]
-
-    def _decode(self, tokens: list[int]) -> str:
-        return self.tokenizer.decode(tokens, skip_special_tokens=True)
-
     # ----- log-likelihood --------------------------------------------------------------------
 
     @torch.inference_mode()
-    def loglikelihood(self, request: Request, continuations: list[str] | None = None) -> tuple[list[float], list[bool]]:
+    def loglikelihood(self, request: Request, continuations: list[str] | None = None,
+                      prompt: Prompt | None = None) -> tuple[list[float], list[bool]]:
         """For each continuation (the request's own when not given) placed at the start of the
         assistant turn: the sum of its tokens' log-probabilities (float32), and whether greedy
-        decoding would produce exactly those tokens. The image and question run once."""
+        decoding would produce exactly those tokens. The image and question (`prompt`, the
+        request's own when not given) run once."""
         continuations = list(request.continuations if continuations is None else continuations)
-        prompt = self.prompt(request)
+        prompt = self.prompt(request) if prompt is None else prompt
         conts = [self.text_ids(c) for c in continuations]
         logprobs, greedy = [0.0] * len(conts), [True] * len(conts)
         scored = [i for i, c in enumerate(conts) if c]
         if not scored:
             return logprobs, greedy
+        device = self.model.device
         batch = self.collate([prompt])
-        out = self.model(**batch.inputs, use_cache=True, logits_to_keep=1)
+        out = self.model(**{k: v.to(device) for k, v in batch.inputs.items()}, use_cache=True, logits_to_keep=1)
         first = out.logits[0, -1].float().log_softmax(-1)
         start_pos = int(batch.next_positions[0])
         for start in range(0, len(scored), self.batch_size):
@@ -309,14 +226,14 @@ class VisionLanguageModel:
             cache = copy.deepcopy(_cache_of(out))
             cache.batch_repeat_interleave(len(chunk))
             width = max(len(conts[i]) for i in chunk)
-            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk])
+            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
             mask = torch.tensor([[1] * (len(prompt.ids) + len(conts[i])) + [0] * (width - len(conts[i]))
-                                 for i in chunk])
-            positions = (start_pos + torch.arange(width)).expand(len(chunk), -1)
+                                 for i in chunk], device=device)
+            positions = (start_pos + torch.arange(width, device=device)).expand(len(chunk), -1)
             rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                               use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
             for j, i in enumerate(chunk):
-                tokens = torch.tensor(conts[i])
+                tokens = torch.tensor(conts[i], device=device)
                 # Row 0 predicts the continuation's first token; row m its token m + 1.
                 dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
                 logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
@@ -435,31 +352,3 @@ def _tiled_image_prompt(rows: int, cols: int, seq_len: int, image_token: str) ->
 
 def _first_int(*values: Any) -> int | None:
     return next((v for v in values if isinstance(v, int)), None)
-
-
-def _cache_of(output: Any) -> Any:
-    return output["cache"] if "cache" in output else output["past_key_values"]
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch.Generator | None) -> int:
-    """The next token: argmax when greedy, else a nucleus sample at the given temperature."""
-    if generator is None:
-        return int(logits.argmax())
-    probs = (logits / settings.temperature).softmax(-1)
-    if settings.top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        outside = sorted_probs.cumsum(-1) - sorted_probs >= settings.top_p
-        outside[0] = False  # the most likely token always stays
-        sorted_probs[outside] = 0.0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
-def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str | None:
-    """`text` up to its earliest stop string, or None when none occurs."""
-    hits = [text.find(s) for s in stops if s and s in text]
-    return text[: min(hits)] if hits else None
