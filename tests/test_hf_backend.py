@@ -182,3 +182,11 @@ def test_fingerprint_and_bad_arguments(hf: HF, tiny_lm_dir: Path) -> None:
         MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "max_batch_size": "0"})
     with pytest.raises(ConfigError, match="attn_implementation"):
         MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "attn_implementation": "nonsense"})
+    with pytest.raises(ConfigError, match="device 'gpu'"):
+        MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "device": "gpu"})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_asking_for_cuda_without_one_is_a_one_line_error(tiny_lm_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="device 'cuda' asked for, but torch sees no CUDA device"):
+        MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "device": "cuda"})

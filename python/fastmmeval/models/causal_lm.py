@@ -99,8 +99,9 @@ class CausalLM:
 
     def _generate_batch(self, ids: list[list[int]], settings: list[GenerationSettings]) -> list[str]:
         width = max(len(x) for x in ids)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(x)) + x for x in ids])
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+        device = self.model.device
+        input_ids = torch.tensor([[self.pad_id] * (width - len(x)) + x for x in ids], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                          use_cache=True, logits_to_keep=1)
@@ -129,11 +130,11 @@ class CausalLM:
             if not keep:
                 break
             if len(keep) < len(active):
-                cache.batch_select_indices(torch.tensor(keep))
+                cache.batch_select_indices(torch.tensor(keep, device=device))
                 mask, next_pos = mask[keep], next_pos[keep]
             active = [active[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
-            step = torch.tensor([[chosen[j]] for j in keep])
+            step = torch.tensor([[chosen[j]] for j in keep], device=device)
             out = self.model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None],
                              use_cache=True, **{self._cache_kw: cache})
             cache, logits = _cache_of(out), out.logits[:, -1].float()
@@ -156,21 +157,22 @@ class CausalLM:
         if not scored:
             return logprobs, greedy
         # The shared context runs once; its cache is copied for each batch of continuations.
-        out = self.model(input_ids=torch.tensor([context]), use_cache=True, logits_to_keep=1)
+        device = self.model.device
+        out = self.model(input_ids=torch.tensor([context], device=device), use_cache=True, logits_to_keep=1)
         first = out.logits[0, -1].float().log_softmax(-1)
         for start in range(0, len(scored), self.batch_size):
             chunk = scored[start:start + self.batch_size]
             cache = copy.deepcopy(_cache_of(out))
             cache.batch_repeat_interleave(len(chunk))
             width = max(len(conts[i]) for i in chunk)
-            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk])
+            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
             mask = torch.tensor([[1] * (len(context) + len(conts[i])) + [0] * (width - len(conts[i]))
-                                 for i in chunk])
-            positions = (len(context) + torch.arange(width)).expand(len(chunk), -1)
+                                 for i in chunk], device=device)
+            positions = (len(context) + torch.arange(width, device=device)).expand(len(chunk), -1)
             rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                               use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
             for j, i in enumerate(chunk):
-                tokens = torch.tensor(conts[i])
+                tokens = torch.tensor(conts[i], device=device)
                 # Row 0 predicts the continuation's first token; row m its token m + 1.
                 dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
                 logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
@@ -211,7 +213,8 @@ def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch
     """The next token: argmax when greedy, else a nucleus sample at the given temperature."""
     if generator is None:
         return int(logits.argmax())
-    probs = (logits / settings.temperature).softmax(-1)
+    # Sampling uses the request's own CPU generator wherever the model runs.
+    probs = (logits.cpu() / settings.temperature).softmax(-1)
     if settings.top_p < 1.0:
         sorted_probs, order = probs.sort(descending=True)
         outside = sorted_probs.cumsum(-1) - sorted_probs >= settings.top_p

@@ -43,6 +43,7 @@ class HFArgs:
     max_batch_size: sequences decoded together (and continuations scored together).
     max_batch_tokens: tokens fed to the model in one step (prefill padding included).
     gguf_file: a GGUF file inside `pretrained` (text-only models).
+    device: where the model runs: cpu, cuda, cuda:N.
     """
 
     pretrained: str
@@ -51,6 +52,7 @@ class HFArgs:
     max_batch_size: int = 16
     max_batch_tokens: int = 4096
     gguf_file: str = ""
+    device: str = "cpu"
 
 
 @MODELS.register("hf")
@@ -86,6 +88,7 @@ class HF(Model):
                 self.lm.model.set_attn_implementation(args.attn_implementation)
             except (ValueError, ImportError) as e:
                 raise ConfigError(f"{where}: attn_implementation: {_reason('unavailable', e)}") from None
+        self.lm.model.to(_device(args.device, where))
         config = self.lm.model.config
         self.arch = (getattr(config, "architectures", None) or [type(self.lm.model).__name__])[0]
         self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids,
@@ -178,3 +181,16 @@ class HF(Model):
 def _collate_prompts(vlm: VisionLanguageModel, seqs: list[Sequence]) -> Batch:
     """The engine's prefill builder for a vision-language model: its batch of the sequences' prompts."""
     return vlm.collate([s.inputs for s in seqs])
+
+
+def _device(name: str, where: str) -> Any:
+    """The torch device `name`, checked to exist on this machine."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise ConfigError(f"{where}: device {name!r}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{where}: device {name!r} asked for, but torch sees no CUDA device here")
+    return device
