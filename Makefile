@@ -1,5 +1,6 @@
 # make demo: install, then evaluate the embedded default model on the embedded demo tasks.
 # make test: install, then run the whole test suite.
+# make peers: build .venv-peers, a separate venv with lmms-eval 0.7.3 for the side-by-side benches.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint clean peers
 
 install: $(VENV)/.deps $(VENV)/.native
 
@@ -41,6 +42,23 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check python tests bench triton_kernels
+
+# lmms-eval 0.7.3 with its full dependencies clashes with ours, so the peer gets its own venv.
+# PyPI's torchvision is a CUDA build that fails to import beside the CPU torch: removing it makes
+# transformers fall back to its Pillow image processors (the benches preprocess the same way).
+PEERS := .venv-peers
+PEERS_PIP := $(PEERS)/bin/python -m pip --disable-pip-version-check install -q -c constraints.txt
+
+peers: $(PEERS)/.stamp
+
+$(PEERS)/.stamp: constraints.txt
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS_PIP) --upgrade pip
+	$(PEERS_PIP) torch==2.13.0
+	$(PEERS_PIP) lmms-eval==0.7.3 "filelock<4" decord==0.6.0
+	$(PEERS)/bin/python -m pip --disable-pip-version-check uninstall -q -y torchvision
+	$(PEERS)/bin/python -c "import lmms_eval, torch, transformers; print('peers ok', torch.__version__, transformers.__version__)"
+	touch $@
 
 clean:
 	rm -rf $(VENV) build runs
