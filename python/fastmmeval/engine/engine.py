@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from fastmmeval.engine.runner import PrefillBuilder, Runner
+from fastmmeval.engine.sampling import choose_token, cut_at_stop
 from fastmmeval.engine.scheduler import Scheduler
 from fastmmeval.engine.sequence import Sequence
-from fastmmeval.models.causal_lm import _choose, _cut_at_stop
 from fastmmeval.protocol import GenerationSettings
 
 
@@ -68,7 +68,7 @@ class Engine:
         for row, seq in enumerate(seqs):
             generator = self._generators.get(seq.seq_id)
             if generator is not None:
-                tokens[row] = _choose(logits[row].cpu(), seq.settings, generator)
+                tokens[row] = choose_token(logits[row], seq.settings, generator)
         return tokens
 
     def _postprocess(self, seq: Sequence, token: int) -> bool:
@@ -79,7 +79,7 @@ class Engine:
         seq.output_ids.append(token)
         if seq.settings.stop:
             text = self.decode(seq.output_ids)
-            cut = _cut_at_stop(text, seq.settings.stop)
+            cut = cut_at_stop(text, seq.settings.stop)
             if cut is not None:
                 seq.finish("stop", cut)
                 return True

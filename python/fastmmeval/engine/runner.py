@@ -19,7 +19,6 @@ from transformers.cache_utils import DynamicLayer
 
 from fastmmeval.engine.kv_cache import CacheLayout
 from fastmmeval.engine.sequence import Sequence
-from fastmmeval.models.causal_lm import _cache_of
 
 
 @dataclass
@@ -60,9 +59,7 @@ class Runner:
         self.build_prefill = build_prefill
         self.layout = CacheLayout()
         self.cache: Any = None
-        # transformers renamed `past_key_values` to `cache` (5.x); accept either.
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._cache_kw = cache_keyword(model)
 
     @property
     def device(self) -> torch.device:
@@ -83,7 +80,7 @@ class Runner:
                              f"for {len(seqs)} prompts of at most {max(lengths)} tokens")
         out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
                          logits_to_keep=1)
-        cache = _cache_of(out)
+        cache = cache_of(out)
         unsupported = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
         if unsupported:
             raise NotImplementedError(f"the engine supports full-attention caches only, not {sorted(unsupported)}")
@@ -107,7 +104,7 @@ class Runner:
                          attention_mask=self._tensor(self.layout.attention_mask(new_tokens=1)),
                          position_ids=self._tensor(self.layout.positions())[:, None],
                          use_cache=True, **{self._cache_kw: self.cache})
-        self.cache = _cache_of(out)
+        self.cache = cache_of(out)
         self.layout.advance()
         return out.logits[:, -1].float()
 
@@ -131,3 +128,14 @@ class Runner:
 def _left_pad(states: torch.Tensor, columns: int) -> torch.Tensor:
     """[batch, heads, length, dim] -> the same with `columns` zero columns before `length`."""
     return F.pad(states, (0, 0, columns, 0)) if columns else states
+
+
+def cache_keyword(model: Any) -> str:
+    """The name under which `model.forward` takes a KV cache: transformers 5 renamed
+    `past_key_values` to `cache`; accept either."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def cache_of(output: Any) -> Any:
+    """The KV cache of a model output (under either name)."""
+    return output["cache"] if "cache" in output else output["past_key_values"]

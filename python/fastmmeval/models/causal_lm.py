@@ -8,14 +8,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib.util
-import inspect
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from fastmmeval.engine.engine import Engine
+from fastmmeval.engine.runner import cache_keyword, cache_of, token_prefill
 from fastmmeval.errors import ConfigError
 from fastmmeval.protocol import GenerationSettings
 
@@ -29,7 +31,7 @@ class CausalLM:
     GGUF file inside it)."""
 
     def __init__(self, name_or_path: str, gguf_file: str = "", dtype: str = "float32",
-                 batch_size: int = 8) -> None:
+                 batch_size: int = 8, max_batch_tokens: int = 4096) -> None:
         if dtype not in DTYPES:
             raise ConfigError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         if gguf_file and importlib.util.find_spec("gguf") is None:
@@ -56,9 +58,10 @@ class CausalLM:
             raise ConfigError(f"{name_or_path!r} declares no EOS token")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
-        # transformers renamed `past_key_values` to `cache` (5.x); accept either.
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._cache_kw = cache_keyword(self.model)
+        self.engine = Engine(self.model, self.eos_ids, partial(self.tokenizer.decode, skip_special_tokens=True),
+                             partial(token_prefill, pad_id=self.pad_id), max_batch_size=batch_size,
+                             max_batch_tokens=max_batch_tokens)
 
     def _eos_ids(self) -> set[int]:
         ids = set()
@@ -80,69 +83,14 @@ class CausalLM:
         """Token ids of plain `text` (no special tokens added)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    @torch.inference_mode()
     def generate(self, prompts: list[ChatMessages], settings: list[GenerationSettings]) -> list[str]:
         """The assistant's reply to each chat, decoded per its settings (greedy at temperature 0,
-        else seeded sampling), cut at EOS, at the first stop string or at max_new_tokens."""
+        else seeded sampling), cut at EOS, at the first stop string or at max_new_tokens; decoded
+        by the continuous-batching engine."""
         if len(prompts) != len(settings):
             raise ValueError(f"{len(prompts)} prompts but {len(settings)} settings")
-        ids = [self.chat_ids(p) for p in prompts]
-        out = [""] * len(prompts)
-        # Longest first so each batch holds prompts of similar length (less padding).
-        order = sorted((i for i in range(len(ids)) if settings[i].max_new_tokens > 0), key=lambda i: -len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            texts = self._generate_batch([ids[i] for i in chunk], [settings[i] for i in chunk])
-            for i, text in zip(chunk, texts, strict=True):
-                out[i] = text
-        return out
-
-    def _generate_batch(self, ids: list[list[int]], settings: list[GenerationSettings]) -> list[str]:
-        width = max(len(x) for x in ids)
-        device = self.model.device
-        input_ids = torch.tensor([[self.pad_id] * (width - len(x)) + x for x in ids], device=device)
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                         use_cache=True, logits_to_keep=1)
-        cache, logits = _cache_of(out), out.logits[:, -1].float()
-        next_pos = positions[:, -1] + 1
-        generators = [torch.Generator().manual_seed(s.seed) if s.temperature > 0 else None for s in settings]
-        tokens_out: list[list[int]] = [[] for _ in ids]
-        texts: list[str | None] = [None] * len(ids)
-        active = list(range(len(ids)))
-        while active:
-            chosen = [_choose(logits[j], settings[row], generators[row]) for j, row in enumerate(active)]
-            keep = []
-            for j, (row, token) in enumerate(zip(active, chosen, strict=True)):
-                if token in self.eos_ids:
-                    texts[row] = self._decode(tokens_out[row])
-                    continue
-                tokens_out[row].append(token)
-                text = self._decode(tokens_out[row])
-                cut = _cut_at_stop(text, settings[row].stop)
-                if cut is not None:
-                    texts[row] = cut
-                elif len(tokens_out[row]) >= settings[row].max_new_tokens:
-                    texts[row] = text
-                else:
-                    keep.append(j)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                cache.batch_select_indices(torch.tensor(keep, device=device))
-                mask, next_pos = mask[keep], next_pos[keep]
-            active = [active[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
-            step = torch.tensor([[chosen[j]] for j in keep], device=device)
-            out = self.model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None],
-                             use_cache=True, **{self._cache_kw: cache})
-            cache, logits = _cache_of(out), out.logits[:, -1].float()
-            next_pos = next_pos + 1
-        return [t if t is not None else "" for t in texts]
-
-    def _decode(self, tokens: list[int]) -> str:
-        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+        seqs = self.engine.generate([(self.chat_ids(p), s, None) for p, s in zip(prompts, settings, strict=True)])
+        return [seq.text for seq in seqs]
 
     @torch.inference_mode()
     def loglikelihood(self, prompt_messages: ChatMessages,
@@ -162,7 +110,7 @@ class CausalLM:
         first = out.logits[0, -1].float().log_softmax(-1)
         for start in range(0, len(scored), self.batch_size):
             chunk = scored[start:start + self.batch_size]
-            cache = copy.deepcopy(_cache_of(out))
+            cache = copy.deepcopy(cache_of(out))
             cache.batch_repeat_interleave(len(chunk))
             width = max(len(conts[i]) for i in chunk)
             ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
@@ -201,30 +149,5 @@ class CausalLM:
         }
 
 
-def _cache_of(output: Any) -> Any:
-    return output["cache"] if "cache" in output else output["past_key_values"]
-
-
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch.Generator | None) -> int:
-    """The next token: argmax when greedy, else a nucleus sample at the given temperature."""
-    if generator is None:
-        return int(logits.argmax())
-    # Sampling uses the request's own CPU generator wherever the model runs.
-    probs = (logits.cpu() / settings.temperature).softmax(-1)
-    if settings.top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        outside = sorted_probs.cumsum(-1) - sorted_probs >= settings.top_p
-        outside[0] = False  # the most likely token always stays
-        sorted_probs[outside] = 0.0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
-def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str | None:
-    """`text` up to its earliest stop string, or None when none occurs."""
-    hits = [text.find(s) for s in stops if s and s in text]
-    return text[: min(hits)] if hits else None

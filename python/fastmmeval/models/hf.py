@@ -24,7 +24,7 @@ from fastmmeval.protocol import Request, Response
 
 if TYPE_CHECKING:
     from fastmmeval.engine.engine import Engine
-    from fastmmeval.engine.runner import Batch, PrefillBuilder
+    from fastmmeval.engine.runner import Batch
     from fastmmeval.engine.sequence import Sequence
     from fastmmeval.models.causal_lm import CausalLM
     from fastmmeval.models.vlm import Prompt, VisionLanguageModel
@@ -68,21 +68,22 @@ class HF(Model):
         if args.max_batch_size < 1 or args.max_batch_tokens < 1:
             raise ConfigError(f"{where}: max_batch_size and max_batch_tokens must be at least 1")
         from fastmmeval.engine.engine import Engine
-        from fastmmeval.engine.runner import token_prefill
         from fastmmeval.models.causal_lm import CausalLM
         from fastmmeval.models.vlm import VisionLanguageModel, is_vision_language
 
         self.args = args
         self.vision = not args.gguf_file and is_vision_language(args.pretrained)
         self.lm: CausalLM | VisionLanguageModel
-        build_prefill: PrefillBuilder
         if self.vision:
             self.lm = VisionLanguageModel(args.pretrained, dtype=args.dtype, batch_size=args.max_batch_size)
-            build_prefill = partial(_collate_prompts, self.lm)
+            self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids,
+                                         partial(self.lm.tokenizer.decode, skip_special_tokens=True),
+                                         partial(_collate_prompts, self.lm), max_batch_size=args.max_batch_size,
+                                         max_batch_tokens=args.max_batch_tokens)
         else:
             self.lm = CausalLM(args.pretrained, gguf_file=args.gguf_file, dtype=args.dtype,
-                               batch_size=args.max_batch_size)
-            build_prefill = partial(token_prefill, pad_id=self.lm.pad_id)
+                               batch_size=args.max_batch_size, max_batch_tokens=args.max_batch_tokens)
+            self.engine = self.lm.engine
         if args.attn_implementation:
             try:
                 self.lm.model.set_attn_implementation(args.attn_implementation)
@@ -91,9 +92,6 @@ class HF(Model):
         self.lm.model.to(_device(args.device, where))
         config = self.lm.model.config
         self.arch = (getattr(config, "architectures", None) or [type(self.lm.model).__name__])[0]
-        self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids,
-                                     partial(self.lm.tokenizer.decode, skip_special_tokens=True), build_prefill,
-                                     max_batch_size=args.max_batch_size, max_batch_tokens=args.max_batch_tokens)
 
     @staticmethod
     def _chat(request: Request) -> list[dict[str, str]]:

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from PIL import Image
 
-from fastmmeval.engine.runner import Batch, left_pad
+from fastmmeval.engine.runner import Batch, cache_keyword, cache_of, left_pad
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.causal_lm import DTYPES, _cache_of, _sha
+from fastmmeval.models.causal_lm import DTYPES, _sha
 from fastmmeval.protocol import ImagePart, Request, TextPart
 
 # Per-token processor outputs (everything else a processor returns goes with the images).
@@ -68,9 +68,8 @@ class VisionLanguageModel:
             raise ConfigError(f"{folder_or_id!r} declares no EOS token")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
-        params = inspect.signature(self.model.forward).parameters
-        self._forward_keys = set(params)
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._forward_keys = set(inspect.signature(self.model.forward).parameters)
+        self._cache_kw = cache_keyword(self.model)
         self._rope_index = getattr(getattr(self.model, "model", None), "get_rope_index", None)
 
     def _eos_ids(self) -> set[int]:
@@ -223,7 +222,7 @@ class VisionLanguageModel:
         start_pos = int(batch.next_positions[0])
         for start in range(0, len(scored), self.batch_size):
             chunk = scored[start:start + self.batch_size]
-            cache = copy.deepcopy(_cache_of(out))
+            cache = copy.deepcopy(cache_of(out))
             cache.batch_repeat_interleave(len(chunk))
             width = max(len(conts[i]) for i in chunk)
             ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
