@@ -5,7 +5,6 @@ Reusable by any backend that turns its requests into text chats.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib.util
 import json
@@ -17,7 +16,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from fastmmeval.engine.engine import Engine
-from fastmmeval.engine.runner import cache_keyword, cache_of, token_prefill
+from fastmmeval.engine.runner import token_prefill
+from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
 from fastmmeval.protocol import GenerationSettings
 
@@ -58,7 +58,6 @@ class CausalLM:
             raise ConfigError(f"{name_or_path!r} declares no EOS token")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
-        self._cache_kw = cache_keyword(self.model)
         self.engine = Engine(self.model, self.eos_ids, partial(self.tokenizer.decode, skip_special_tokens=True),
                              partial(token_prefill, pad_id=self.pad_id), max_batch_size=batch_size,
                              max_batch_tokens=max_batch_tokens)
@@ -100,32 +99,8 @@ class CausalLM:
         decoding would produce exactly those tokens."""
         context = self.chat_ids(prompt_messages)
         conts = [self.text_ids(c) for c in continuations]
-        logprobs, greedy = [0.0] * len(conts), [True] * len(conts)
-        scored = [i for i, c in enumerate(conts) if c]
-        if not scored:
-            return logprobs, greedy
-        # The shared context runs once; its cache is copied for each batch of continuations.
-        device = self.model.device
-        out = self.model(input_ids=torch.tensor([context], device=device), use_cache=True, logits_to_keep=1)
-        first = out.logits[0, -1].float().log_softmax(-1)
-        for start in range(0, len(scored), self.batch_size):
-            chunk = scored[start:start + self.batch_size]
-            cache = copy.deepcopy(cache_of(out))
-            cache.batch_repeat_interleave(len(chunk))
-            width = max(len(conts[i]) for i in chunk)
-            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
-            mask = torch.tensor([[1] * (len(context) + len(conts[i])) + [0] * (width - len(conts[i]))
-                                 for i in chunk], device=device)
-            positions = (len(context) + torch.arange(width, device=device)).expand(len(chunk), -1)
-            rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                              use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
-            for j, i in enumerate(chunk):
-                tokens = torch.tensor(conts[i], device=device)
-                # Row 0 predicts the continuation's first token; row m its token m + 1.
-                dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
-                logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
-                greedy[i] = bool((dist.argmax(-1) == tokens).all())
-        return logprobs, greedy
+        prefix = {"input_ids": torch.tensor([context])}
+        return score_continuations(self.model, prefix, len(context), len(context), conts, self.pad_id, self.batch_size)
 
     def fingerprint(self) -> dict[str, Any]:
         """The model's name or path, GGUF file, dtype and hashes of its config, chat template and

@@ -7,7 +7,6 @@ Proven on LLaVA (1.5 style), Qwen2-VL (M-RoPE) and Idefics3 / SmolVLM layouts.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -17,7 +16,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from fastmmeval.engine.runner import Batch, cache_keyword, cache_of, left_pad
+from fastmmeval.engine.runner import Batch, left_pad
+from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.causal_lm import DTYPES, _sha
 from fastmmeval.protocol import ImagePart, Request, TextPart
@@ -69,7 +69,6 @@ class VisionLanguageModel:
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
         self._forward_keys = set(inspect.signature(self.model.forward).parameters)
-        self._cache_kw = cache_keyword(self.model)
         self._rope_index = getattr(getattr(self.model, "model", None), "get_rope_index", None)
 
     def _eos_ids(self) -> set[int]:
@@ -211,33 +210,11 @@ class VisionLanguageModel:
         continuations = list(request.continuations if continuations is None else continuations)
         prompt = self.prompt(request) if prompt is None else prompt
         conts = [self.text_ids(c) for c in continuations]
-        logprobs, greedy = [0.0] * len(conts), [True] * len(conts)
-        scored = [i for i, c in enumerate(conts) if c]
-        if not scored:
-            return logprobs, greedy
-        device = self.model.device
         batch = self.collate([prompt])
-        out = self.model(**{k: v.to(device) for k, v in batch.inputs.items()}, use_cache=True, logits_to_keep=1)
-        first = out.logits[0, -1].float().log_softmax(-1)
-        start_pos = int(batch.next_positions[0])
-        for start in range(0, len(scored), self.batch_size):
-            chunk = scored[start:start + self.batch_size]
-            cache = copy.deepcopy(cache_of(out))
-            cache.batch_repeat_interleave(len(chunk))
-            width = max(len(conts[i]) for i in chunk)
-            ids = torch.tensor([conts[i] + [self.pad_id] * (width - len(conts[i])) for i in chunk], device=device)
-            mask = torch.tensor([[1] * (len(prompt.ids) + len(conts[i])) + [0] * (width - len(conts[i]))
-                                 for i in chunk], device=device)
-            positions = (start_pos + torch.arange(width, device=device)).expand(len(chunk), -1)
-            rest = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                              use_cache=True, **{self._cache_kw: cache}).logits.float().log_softmax(-1)
-            for j, i in enumerate(chunk):
-                tokens = torch.tensor(conts[i], device=device)
-                # Row 0 predicts the continuation's first token; row m its token m + 1.
-                dist = torch.cat([first[None], rest[j, : len(tokens) - 1]])
-                logprobs[i] = float(dist.gather(1, tokens[:, None]).sum())
-                greedy[i] = bool((dist.argmax(-1) == tokens).all())
-        return logprobs, greedy
+        start = int(batch.next_positions[0])
+        return score_continuations(
+            self.model, batch.inputs, len(prompt.ids), start, conts, self.pad_id, self.batch_size
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         """The model's name or path, dtype and hashes of its config, chat template, image processor
