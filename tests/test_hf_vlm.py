@@ -105,6 +105,19 @@ def test_loglikelihood_equals_naive_forwards(hf: HF, photos: list[Image.Image]) 
         assert (response.logprobs[-1], response.is_greedy[-1]) == (0.0, True)  # the empty option
 
 
+def test_prompts_built_ahead_by_prepare_are_used_not_rebuilt(
+        hf: HF, photos: list[Image.Image], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    requests = _requests(photos)[:3]
+    expected = [r.text for r in hf.generate(requests)]
+    for request in requests:
+        hf.prepare(request)  # what the evaluator's background pool does ahead of the batch
+    built: list[str] = []
+    prompt = hf.lm.prompt
+    monkeypatch.setattr(hf.lm, "prompt", lambda request: built.append(request.id) or prompt(request))
+    assert [r.text for r in hf.generate(requests)] == expected
+    assert built == [] and hf._ready == {}
+
+
 def test_fingerprint_is_the_vision_language_models(hf: HF) -> None:
     fp = hf.fingerprint()
     assert fp["lm"] == hf.lm.fingerprint() and fp["lm"]["vlm"] == hf.args.pretrained

@@ -38,29 +38,34 @@ class Prepared:
     error: str | None = None
 
 
-def _prepare(task: Task, ref: DocRef, seed: int) -> Prepared:
+def _prepare(model: Model, task: Task, ref: DocRef, seed: int) -> Prepared:
     try:
         doc = task.doc(ref)
-        return Prepared(ref, doc, task.request(doc, seed))
+        request = task.request(doc, seed)
     except DocError as e:
         return Prepared(ref, error=str(e))
+    model.prepare(request)
+    return Prepared(ref, doc, request)
 
 
-def prepared_docs(task: Task, refs: list[DocRef], seed: int, workers: int, ahead: int) -> Iterator[Prepared]:
-    """Docs with their requests in order; image decoding runs in a pool up to `ahead` docs
-    ahead of the consumer, so the model never waits on decoding it could overlap."""
+def prepared_docs(
+    model: Model, task: Task, refs: list[DocRef], seed: int, workers: int, ahead: int
+) -> Iterator[Prepared]:
+    """Docs with their requests in order; image decoding (and the model's own `prepare`, e.g. its
+    image processor) runs in a pool up to `ahead` docs ahead of the consumer, so the model never
+    waits on input work it could overlap."""
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prepare") as pool:
         window: deque[Future[Prepared]] = deque()
         pending = iter(refs)
         for ref in pending:
-            window.append(pool.submit(_prepare, task, ref, seed))
+            window.append(pool.submit(_prepare, model, task, ref, seed))
             if len(window) >= ahead:
                 break
         while window:
             item = window.popleft().result()
             nxt = next(pending, None)
             if nxt is not None:
-                window.append(pool.submit(_prepare, task, nxt, seed))
+                window.append(pool.submit(_prepare, model, task, nxt, seed))
             yield item
 
 
@@ -137,7 +142,7 @@ def run_task(
     done = run.completed(task.name) if ranks.is_main else {}
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
     todo = [r for r in refs if r.id in left]
-    mine = prepared_docs(task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
+    mine = prepared_docs(model, task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
     batches = _batches(mine, batch_size)
     show = progress and ranks.is_main
     with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not show) as bar:

@@ -36,6 +36,10 @@ class Model(ABC):
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation `logprobs` (or `error`) per request, in order."""
 
+    def prepare(self, request: Request) -> None:  # noqa: B027 (optional hook, no-op by default)
+        """Optional: do this request's input work (e.g. image preprocessing) ahead of its batch.
+        Called from the evaluator's background pool; a backend that has nothing to do ignores it."""
+
     @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """What identifies this model's outputs: weights, revisions, settings."""

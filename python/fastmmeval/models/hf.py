@@ -6,8 +6,9 @@ and the engine prefills new rows with that model's inputs and positions (M-RoPE 
 other runs as a text-only CausalLM, and a request with images is answered with an error, never
 with the images silently dropped.
 
-Prompts (image preprocessing included) of a call are built in a small thread pool before its
-generation starts; they do not yet overlap the previous call's decoding.
+Prompts (image preprocessing included) are built by `prepare`, which the evaluator calls from its
+background pool ahead of each batch, so preprocessing overlaps the previous batch's compute;
+requests that did not go through `prepare` are built in a small thread pool when their call starts.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class HF(Model):
         from fastmmeval.models.vlm import VisionLanguageModel, is_vision_language
 
         self.args = args
+        self._ready: dict[str, tuple[list[int], Prompt | None] | str] = {}
         self.vision = not args.gguf_file and is_vision_language(args.pretrained)
         self.lm: CausalLM | VisionLanguageModel
         if self.vision:
@@ -113,10 +115,18 @@ class HF(Model):
         except Exception as e:
             return _reason("building the prompt failed", e)
 
+    def prepare(self, request: Request) -> None:
+        """Build the request's prompt (chat template, tokenizer, image processor) now, ahead of
+        its batch; `generate`/`loglikelihood` then take it instead of building it again."""
+        self._ready[request.id] = self._prompt(request)
+
     def _prompts(self, requests: list[Request]) -> list[tuple[list[int], Prompt | None] | str]:
-        """`_prompt` of each request, built in a thread pool."""
+        """`_prompt` of each request: the one `prepare` built, else built now in a thread pool."""
+        ready = [self._ready.pop(r.id, None) for r in requests]
+        missing = [r for r, built in zip(requests, ready, strict=True) if built is None]
         with ThreadPoolExecutor(PREPROCESS_WORKERS, thread_name_prefix="hf-prompt") as pool:
-            return list(pool.map(self._prompt, requests))
+            built_now = iter(pool.map(self._prompt, missing))
+        return [built if built is not None else next(built_now) for built in ready]
 
     def generate(self, requests: list[Request]) -> list[Response]:
         """One Response with the model's reply (or the reason it failed) per request."""
