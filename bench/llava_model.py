@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastmmeval.models.random_init import draw_large_weights
+
 # LLaVA-1.5's chat template as llava-hf ships it, also accepting string contents (lmms-eval's
 # `llava_hf` passes the user turn as one string with `<image>\n` in front).
 LLAVA_TEMPLATE = (
@@ -124,22 +126,6 @@ def build_tokenizer(vocab_size: int = 4096) -> Any:
     return tok
 
 
-def large_init(model: Any, seed: int) -> None:
-    """Redraw Linear/Conv weights with std 1/sqrt(fan_in), biases std 0.1, embeddings std 1."""
-    import torch
-
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 1.0 / math.sqrt(module.in_features))
-                if module.bias is not None:
-                    module.bias.normal_(0.0, 0.1)
-            elif isinstance(module, torch.nn.Embedding):
-                module.weight.normal_(0.0, 1.0)
-            elif isinstance(module, torch.nn.Conv2d):
-                module.weight.normal_(0.0, 1.0 / math.sqrt(module.weight[0].numel()))
-
 
 def build_llava(
     folder: str | Path,
@@ -213,7 +199,7 @@ def build_llava(
     config.text_config.model_type = "llama"
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config)
-    large_init(model, seed)
+    draw_large_weights(model, seed)
     with torch.no_grad():
         head = model.get_output_embeddings().weight
         head[tok.eos_token_id] *= eos_scale

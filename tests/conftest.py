@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import pytest
+
+from fastmmeval.models.random_init import draw_large_weights
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -35,7 +36,6 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with a tiny random-weight Llama chat model and a real trained BPE tokenizer.
 
     Weights are drawn at a large scale so that greedy choices are far from ties."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -53,14 +53,8 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                          bos_token_id=tok.bos_token_id, tie_word_embeddings=False)
-    torch.manual_seed(0)
     model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 1.0 / math.sqrt(module.in_features))
-            elif isinstance(module, torch.nn.Embedding):
-                module.weight.normal_(0.0, 1.0)
+    draw_large_weights(model, seed=0)
     folder = tmp_path_factory.mktemp("tiny_lm")
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

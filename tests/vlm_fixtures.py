@@ -9,9 +9,10 @@ user's checkpoint. Weights are drawn at a large scale so greedy choices are far 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
+
+from fastmmeval.models.random_init import draw_large_weights
 
 CORPUS = [
     "The cat sat on the mat. A rocket flew to the moon. Coffee is hot.",
@@ -65,28 +66,6 @@ def _tokenizer(specials: list[str], **named: str) -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=bpe, **named)
 
 
-def _large_init(model: Any, seed: int) -> None:
-    """Redraw Linear weights with std 1/sqrt(fan_in) (the LM head 8/sqrt(fan_in)) and embeddings
-    with std 1 (seeded)."""
-    import torch
-
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 1.0 / math.sqrt(module.in_features))
-                if module.bias is not None:
-                    module.bias.normal_(0.0, 0.1)
-            elif isinstance(module, torch.nn.Embedding):
-                module.weight.normal_(0.0, 1.0)
-            elif isinstance(module, torch.nn.Conv2d | torch.nn.Conv3d):
-                fan_in = module.weight[0].numel()
-                module.weight.normal_(0.0, 1.0 / math.sqrt(fan_in))
-        # Sharper output logits (std about 8) keep the top two tokens well apart.
-        head = model.get_output_embeddings()
-        head.weight.normal_(0.0, 8.0 / math.sqrt(head.in_features))
-
-
 def _text_config(tok: Any) -> dict[str, Any]:
     return dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
@@ -115,7 +94,7 @@ def build_llava(folder: str | Path) -> Path:
                          vision_feature_select_strategy="default", vision_feature_layer=-2)
     config.text_config.model_type = "llama"
     model = LlavaForConditionalGeneration(config)
-    _large_init(model, seed=1)
+    draw_large_weights(model, seed=1, head_scale=8.0)
     image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     processor = LlavaProcessor(image_processor=image_processor, tokenizer=tok, patch_size=8,
                                vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE,
@@ -150,7 +129,7 @@ def build_qwen2_vl(folder: str | Path) -> Path:
                            vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
                            vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"))
     model = Qwen2VLForConditionalGeneration(config)
-    _large_init(model, seed=2)
+    draw_large_weights(model, seed=2, head_scale=8.0)
     image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28, max_pixels=56 * 56, patch_size=14,
                                             merge_size=2, temporal_patch_size=2)
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -178,7 +157,7 @@ def build_idefics3(folder: str | Path) -> Path:
                             image_token_id=tok.convert_tokens_to_ids("<image>"),
                             pad_token_id=tok.pad_token_id)
     model = Idefics3ForConditionalGeneration(config)
-    _large_init(model, seed=3)
+    draw_large_weights(model, seed=3, head_scale=8.0)
     image_processor = Idefics3ImageProcessor(size={"longest_edge": 64}, max_image_size={"longest_edge": 32},
                                              do_image_splitting=True)
     processor = Idefics3Processor(image_processor=image_processor, tokenizer=tok, image_seq_len=4,
@@ -210,7 +189,7 @@ def build_smolvlm(folder: str | Path) -> Path:
     config = SmolVLMConfig(vision_config=vision, text_config=text, scale_factor=2,
                            image_token_id=tok.convert_tokens_to_ids("<image>"), pad_token_id=tok.pad_token_id)
     model = SmolVLMForConditionalGeneration(config)
-    _large_init(model, seed=4)
+    draw_large_weights(model, seed=4, head_scale=8.0)
     image_processor = SmolVLMImageProcessor(size={"longest_edge": 64}, max_image_size={"longest_edge": 32},
                                             do_image_splitting=True)
     model.generation_config.pad_token_id = tok.pad_token_id
