@@ -60,16 +60,6 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
     seed: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy."""
-        return {
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "stop": list(self.stop),
-            "seed": self.seed,
-        }
-
 
 @dataclass
 class Doc:

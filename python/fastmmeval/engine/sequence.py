@@ -42,11 +42,6 @@ class Sequence:
             raise ValueError(f"sequence {self.seq_id}: empty prompt")
 
     @property
-    def num_tokens(self) -> int:
-        """Prompt plus generated tokens."""
-        return len(self.prompt_ids) + len(self.output_ids)
-
-    @property
     def last_token(self) -> int:
         """The newest token: the one the next decode step feeds."""
         return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]

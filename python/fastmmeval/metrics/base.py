@@ -66,7 +66,6 @@ class Metric:
     score: Scorer
     aggregate: Callable[[Sequence[Any]], MetricValue] = mean
     stderr: Literal["analytic", "bootstrap", "none"] = "analytic"
-    higher_is_better: bool = True
     to_100: Callable[[float], float] | None = percent
     headline: str | None = None
     cluster: str | None = None
