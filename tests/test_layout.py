@@ -19,3 +19,11 @@ def test_the_native_core_is_built() -> None:
     from fastmmeval import _core
 
     assert _core.ngram_hashes.__doc__ and "XXH3-64" in _core.ngram_hashes.__doc__
+
+
+def test_python_dash_m_fastmmeval_runs_the_cli() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "fastmmeval", "models"], capture_output=True, text=True, check=True)
+    assert "socratic" in out.stdout and "hf" in out.stdout
