@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 import typing
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.protocol import Request, Response
@@ -46,6 +47,30 @@ class Model(ABC):
 
 
 MODELS: Registry[type[Model]] = Registry("model")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def failure_reason(what: str, error: BaseException) -> str:
+    """'<what>: <ErrorType>: <first line of its message>' for a Response's `error`."""
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{what}: {type(error).__name__}" + (f": {detail}" if detail else "")
+
+
+def each_or_alone(call: Callable[[list[T]], list[R]], items: list[T]) -> list[R | Exception]:
+    """`call(items)`; when that raises, `call([item])` for each item, so that only the items at
+    fault end up as their exception and the others still get their result."""
+    try:
+        return list(call(items))
+    except Exception:
+        out: list[R | Exception] = []
+        for item in items:
+            try:
+                out.append(call([item])[0])
+            except Exception as e:
+                out.append(e)
+        return out
 
 
 def parse_model_args(text: str) -> dict[str, str]:

@@ -19,8 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.base import MODELS, Model
-from fastmmeval.models.socratic import _reason
+from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
 from fastmmeval.protocol import Request, Response
 
 if TYPE_CHECKING:
@@ -90,7 +89,7 @@ class HF(Model):
             try:
                 self.lm.model.set_attn_implementation(args.attn_implementation)
             except (ValueError, ImportError) as e:
-                raise ConfigError(f"{where}: attn_implementation: {_reason('unavailable', e)}") from None
+                raise ConfigError(f"{where}: attn_implementation: {failure_reason('unavailable', e)}") from None
         self.lm.model.to(_device(args.device, where))
         config = self.lm.model.config
         self.arch = (getattr(config, "architectures", None) or [type(self.lm.model).__name__])[0]
@@ -106,14 +105,14 @@ class HF(Model):
             try:
                 prompt = self.lm.prompt(request)
             except Exception as e:  # any failure belongs to this request only
-                return _reason("building the prompt failed", e)
+                return failure_reason("building the prompt failed", e)
             return prompt.ids, prompt
         if request.images:
             return f"hf backend: {self.arch} is a text-only model; it cannot take image inputs"
         try:
             return self.lm.chat_ids(self._chat(request)), None
         except Exception as e:
-            return _reason("building the prompt failed", e)
+            return failure_reason("building the prompt failed", e)
 
     def prepare(self, request: Request) -> None:
         """Build the request's prompt (chat template, tokenizer, image processor) now, ahead of
@@ -137,23 +136,16 @@ class HF(Model):
                 responses[i].error = built
             else:
                 ready.append((i, *built))
-        try:
-            seqs = self.engine.generate([(ids, requests[i].generation, inputs) for i, ids, inputs in ready])
-        except Exception:  # retried one by one: only the culprit fails
-            seqs = [self._generate_one(ids, inputs, requests[i]) for i, ids, inputs in ready]
+        seqs = each_or_alone(
+            lambda part: self.engine.generate([(ids, requests[i].generation, inputs) for i, ids, inputs in part]), ready
+        )
         for (i, ids, _), seq in zip(ready, seqs, strict=True):
             if isinstance(seq, Exception):
-                responses[i].error = _reason("generation failed", seq)
+                responses[i].error = failure_reason("generation failed", seq)
             else:
                 responses[i].text = seq.text
                 responses[i].usage = {"prompt_tokens": len(ids), "completion_tokens": len(seq.output_ids)}
         return responses
-
-    def _generate_one(self, ids: list[int], inputs: Prompt | None, request: Request) -> Sequence | Exception:
-        try:
-            return self.engine.generate([(ids, request.generation, inputs)])[0]
-        except Exception as e:
-            return e
 
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation log-probabilities (or the reason it failed) per
@@ -174,7 +166,7 @@ class HF(Model):
                 response.logprobs, response.is_greedy = scored
                 response.usage = {"prompt_tokens": len(ids)}
             except Exception as e:
-                response.error = _reason("scoring failed", e)
+                response.error = failure_reason("scoring failed", e)
         return out
 
     def fingerprint(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from PIL import Image
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.base import MODELS, Model
+from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
 from fastmmeval.protocol import ImagePart, Message, Request, Response
 
 if TYPE_CHECKING:
@@ -122,27 +122,20 @@ class Socratic(Model):
             try:
                 ready.append((i, self.chat(request.messages)))
             except Exception as e:  # any failure belongs to this request only
-                responses[i].error = _reason("describing the image(s) failed", e)
+                responses[i].error = failure_reason("describing the image(s) failed", e)
         for start in range(0, len(ready), self.args.batch_size):
             batch = ready[start:start + self.args.batch_size]
-            try:
-                texts = self.lm.generate([c for _, c in batch], [requests[i].generation for i, _ in batch])
-            except Exception:  # retried one by one: only the culprit fails
-                texts = [self._generate_one(requests[i], c) for i, c in batch]
+            texts = each_or_alone(
+                lambda part: self.lm.generate([c for _, c in part], [requests[i].generation for i, _ in part]), batch
+            )
             for (i, chat), text in zip(batch, texts, strict=True):
                 if isinstance(text, Exception):
-                    responses[i].error = _reason("generation failed", text)
+                    responses[i].error = failure_reason("generation failed", text)
                 else:
                     responses[i].text = text
                     responses[i].usage = {"prompt_tokens": len(self.lm.chat_ids(chat)),
                                           "completion_tokens": len(self.lm.text_ids(text))}
         return responses
-
-    def _generate_one(self, request: Request, chat: list[dict[str, str]]) -> str | Exception:
-        try:
-            return self.lm.generate([chat], [request.generation])[0]
-        except Exception as e:
-            return e
 
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation log-probabilities (or the reason it failed) per
@@ -153,14 +146,14 @@ class Socratic(Model):
             try:
                 chat = self.chat(request.messages)
             except Exception as e:
-                response.error = _reason("describing the image(s) failed", e)
+                response.error = failure_reason("describing the image(s) failed", e)
                 out.append(response)
                 continue
             try:
                 response.logprobs, response.is_greedy = self.lm.loglikelihood(chat, list(request.continuations))
                 response.usage = {"prompt_tokens": len(self.lm.chat_ids(chat))}
             except Exception as e:
-                response.error = _reason("scoring failed", e)
+                response.error = failure_reason("scoring failed", e)
             out.append(response)
         return out
 
@@ -182,11 +175,6 @@ def image_key(image: Image.Image) -> str:
     digest = hashlib.sha256(f"{image.mode}:{image.size}:".encode())
     digest.update(image.tobytes())
     return digest.hexdigest()
-
-
-def _reason(what: str, error: Exception) -> str:
-    detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{what}: {type(error).__name__}" + (f": {detail}" if detail else "")
 
 
 def _resolve_lm(lm: str, gguf_file: str) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from typing import Any
 from PIL import Image
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.base import MODELS, Model
+from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
 from fastmmeval.protocol import GenerationSettings, ImagePart, Request, Response, TextPart
 
 MISSING_VLLM = "--model vllm needs vLLM: pip install vllm (a CUDA machine)"
@@ -185,18 +185,15 @@ class VLLM(Model):
                 chat = self._chat_of(request)
                 params = self._vllm.SamplingParams(**to_sampling_kwargs(request.generation))
             except Exception as e:  # belongs to this request only
-                responses[i].error = _reason("preparing the request failed", e)
+                responses[i].error = failure_reason("preparing the request failed", e)
                 continue
             ready.append((i, chat, params))
         if not ready:
             return responses
-        try:
-            outputs: list[Any] = self._chat([c for _, c, _ in ready], [p for _, _, p in ready])
-        except Exception:  # retried one by one: only the culprit fails
-            outputs = [self._chat_one(chat, params) for _, chat, params in ready]
+        outputs = each_or_alone(lambda part: self._chat([c for _, c, _ in part], [p for _, _, p in part]), ready)
         for (i, _, _), output in zip(ready, outputs, strict=True):
             if isinstance(output, Exception):
-                responses[i].error = _reason("generation failed", output)
+                responses[i].error = failure_reason("generation failed", output)
                 continue
             completion = output.outputs[0]
             responses[i].text = completion.text
@@ -208,12 +205,6 @@ class VLLM(Model):
         if len(outputs) != len(chats):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(chats)} conversations")
         return outputs
-
-    def _chat_one(self, chat: list[dict[str, Any]], params: Any) -> Any:
-        try:
-            return self._chat([chat], [params])[0]
-        except Exception as e:
-            return e
 
     def _chat_of(self, request: Request) -> list[dict[str, Any]]:
         """The request as a conversation, refused when it has more images than vLLM accepts."""
@@ -233,25 +224,16 @@ class VLLM(Model):
             try:
                 ready.append((i, self._chat_of(request)))
             except Exception as e:
-                responses[i].error = _reason("preparing the request failed", e)
+                responses[i].error = failure_reason("preparing the request failed", e)
         if not ready:
             return responses
-        try:
-            scores = self._score([(requests[i], chat) for i, chat in ready])
-        except Exception:  # retried one by one: only the culprit fails
-            scores = [self._score_one(requests[i], chat) for i, chat in ready]
+        scores = each_or_alone(lambda part: self._score([(requests[i], chat) for i, chat in part]), ready)
         for (i, _), score in zip(ready, scores, strict=True):
             if isinstance(score, Exception):
-                responses[i].error = _reason("scoring failed", score)
+                responses[i].error = failure_reason("scoring failed", score)
             else:
                 responses[i].logprobs, responses[i].is_greedy, responses[i].usage = score
         return responses
-
-    def _score_one(self, request: Request, chat: list[dict[str, Any]]) -> _Score | Exception:
-        try:
-            return self._score([(request, chat)])[0]
-        except Exception as e:
-            return e
 
     def _score(self, items: list[tuple[Request, list[dict[str, Any]]]]) -> list[_Score | Exception]:
         """Scores of each request's continuations; raises only when a vLLM call fails."""
@@ -327,8 +309,3 @@ def _usage(output: Any, completion: Any) -> dict[str, int]:
     if getattr(completion, "token_ids", None) is not None:
         usage["completion_tokens"] = len(completion.token_ids)
     return usage
-
-
-def _reason(what: str, error: Exception) -> str:
-    detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{what}: {type(error).__name__}" + (f": {detail}" if detail else "")
