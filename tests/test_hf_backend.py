@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from test_causal_lm import QUESTIONS as CAUSAL_LM_QUESTIONS
 
 from fastmmeval.engine import ScheduledStep, Sequence
 from fastmmeval.errors import ConfigError
@@ -16,16 +17,7 @@ from fastmmeval.models.causal_lm import CausalLM
 from fastmmeval.models.hf import HF
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
-QUESTIONS = [
-    "What animal is in this image?",
-    "Coffee is hot.",
-    "The quick brown fox jumps over the lazy dog. " * 3,
-    "Yes",
-    "A rocket flew to the moon. What is in the image? Answer with one word: cat, dog, horse or bird.",
-    "0 1 2 3 4 5 6 7 8 9",
-    "Is the cat on the mat? Yes, no or maybe.",
-    "STOP 42",
-]
+QUESTIONS = [*CAUSAL_LM_QUESTIONS, "Is the cat on the mat? Yes, no or maybe.", "STOP 42"]
 
 
 def messages(question: str, image: Image.Image | None = None) -> tuple[Message, ...]:
