@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -17,7 +18,9 @@ from fastmmeval.errors import ConfigError, FastmmevalError
 if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
 
-SUBCOMMANDS = ("run", "tasks", "models")
+# Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
+FLOWS: dict[str, str] = {}
+SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
 
 
 def _run_parser(sub: Any) -> None:
@@ -67,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="list registered tasks and groups")
     t.add_argument("--include_path", action="append", default=[])
     sub.add_parser("models", help="list registered model backends")
+    for module in FLOWS.values():
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
@@ -196,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args, argv)
+        if args.command in FLOWS:
+            return importlib.import_module(FLOWS[args.command]).main(args)
         if args.command == "tasks":
             _cmd_tasks(args)
         else:

@@ -7,6 +7,10 @@ import xxhash
 
 from fastmmeval import _core
 
+# Text and image n-grams are hashed with different seeds so a text window never matches an image one.
+TEXT_SEED = 0
+IMAGE_SEED = 0x1A6E_5EED
+
 
 def ngram_hashes(tokens: np.ndarray, doc_offsets: np.ndarray, n: int = 8, seed: int = 0) -> np.ndarray:
     """XXH3-64 of every window of `n` uint32 tokens that stays inside one document
