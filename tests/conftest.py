@@ -11,6 +11,8 @@ from fastmmeval.models.random_init import draw_large_weights
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Triton kernels run on CPU tensors through its interpreter; read when a kernel module is imported.
+os.environ["TRITON_INTERPRET"] = "1"
 
 
 @pytest.fixture(autouse=True, scope="session")

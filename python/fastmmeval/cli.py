@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
 
 # Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
-FLOWS: dict[str, str] = {}
+FLOWS: dict[str, str] = {"lite": "fastmmeval.lite.cli", "contam": "fastmmeval.contam.cli"}
 SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from fastmmeval.errors import ConfigError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks import demo_data as _demo_data  # noqa: F401  (registers the `demo` builder)
-from fastmmeval.tasks.config import TaskConfig, parse_task
-from fastmmeval.tasks.yaml_lines import load_yaml
+from fastmmeval.tasks.config import TaskConfig, parse_subset, parse_task
+from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
@@ -20,18 +20,27 @@ class Catalog:
     def __init__(self, include_paths: Iterable[Path] = ()) -> None:
         self.tasks: Registry[TaskConfig] = Registry("task")
         self.groups: dict[str, list[str]] = {}
+        subsets: list[tuple[Path, LineDict]] = []
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
             for path in sorted(Path(folder).rglob("*.yaml")):
-                self._add_file(path)
+                self._add_file(path, subsets)
+        for path, data in subsets:  # after every folder, so a subset may name a task defined anywhere
+            base = data["subset_of"]
+            if not isinstance(base, str) or base not in self.tasks:
+                raise ConfigError(f"{path}:{data.line_of('subset_of')}: subset_of: {self.tasks.unknown_message(base)}")
+            self._add_config(path, parse_subset(path, data, self.tasks.get(base)))
         for group, members in self.groups.items():
             for name in members:
                 if name not in self.tasks:
                     raise ConfigError(f"group {group!r} names {self.tasks.unknown_message(name)}")
 
-    def _add_file(self, path: Path) -> None:
+    def _add_file(self, path: Path, subsets: list[tuple[Path, LineDict]]) -> None:
         data = load_yaml(path)
+        if "subset_of" in data:
+            subsets.append((path, data))
+            return
         if "task" not in data and "tasks" in data:
             if set(data) - {"group", "tasks", "description"} or not isinstance(data.get("group"), str):
                 raise ConfigError(f"{path}:{data.line}: a group file has `group: NAME` and `tasks: [...]` only")
@@ -40,7 +49,9 @@ class Catalog:
                 raise ConfigError(f"{path}:{data.line_of('tasks')}: `tasks` must be a list of task names")
             self.groups.setdefault(data["group"], []).extend(members)
             return
-        config = parse_task(path, data)
+        self._add_config(path, parse_task(path, data))
+
+    def _add_config(self, path: Path, config: TaskConfig) -> None:
         if config.task in self.tasks:
             raise ConfigError(f"{path}: task {config.task!r} is defined twice")
         self.tasks.add(config.task, config)

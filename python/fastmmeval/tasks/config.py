@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +21,8 @@ TASK_KEYS = {
 }  # fmt: skip
 DATASET_KEYS = {"path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder"}
 GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
+# A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
+SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
 
 
@@ -70,6 +72,7 @@ class TaskConfig:
     doc_id: str | None = None
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     version: str = "0"
+    doc_ids: tuple[str, ...] | None = None
     group: tuple[str, ...] = ()
     description: str = ""
     source_file: str = ""
@@ -79,6 +82,8 @@ class TaskConfig:
         payload = asdict(self)
         for key in ("description", "source_file", "group"):
             payload.pop(key)
+        if self.doc_ids is None:
+            payload.pop("doc_ids")  # fingerprints of whole tasks stay what they were before subsets existed
         payload["dataset"] = self.dataset.identity()
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
@@ -164,6 +169,34 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         extractor=extractor,
         metrics=r.str_list(data, "metrics"),
         generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
+        source_file=str(path),
+    )
+
+
+def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:
+    """A subset task file (`task`, `subset_of`, `doc_ids`: a .txt file with one id per line or a
+    .json file with a "doc_ids" list, relative to the task file; optional `group`, `description`):
+    `base` run on those docs only. The base task's groups are not inherited."""
+    r = _Reader(path)
+    r.check_keys(data, SUBSET_KEYS, "subset task")
+    ids_path = Path(r.get(data, "doc_ids", str))
+    ids_path = ids_path if ids_path.is_absolute() else path.parent / ids_path
+    try:
+        text = ids_path.read_text(encoding="utf-8")
+        ids = json.loads(text).get("doc_ids") if ids_path.suffix == ".json" else text.splitlines()
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        raise r.fail(data, "doc_ids", f"cannot read doc ids from {ids_path}: {e}") from None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise r.fail(data, "doc_ids", f"{ids_path}: expected a list of doc id strings")
+    ids = [i.strip() for i in ids if i.strip()]
+    if not ids or len(set(ids)) != len(ids):
+        raise r.fail(data, "doc_ids", f"{ids_path}: doc ids must be non-empty and unique")
+    return replace(
+        base,
+        task=r.get(data, "task", str),
+        doc_ids=tuple(ids),
+        group=r.str_list(data, "group", ()),
+        description=r.get(data, "description", str, f"{base.task} on the {len(ids)} docs listed in {ids_path.name}"),
         source_file=str(path),
     )
 

@@ -51,19 +51,29 @@ class Task:
         return sha256(f"{self.config.fingerprint()}|{sorted(self.rows.identity.items())}".encode()).hexdigest()[:16]
 
     def doc_refs(self, limit: int | None = None) -> list[DocRef]:
-        """The first `limit` docs (all when None), in dataset order."""
-        n = len(self.rows) if limit is None else min(limit, len(self.rows))
+        """The first `limit` docs (all when None), in dataset order; only those of the config's
+        `doc_ids` when it lists some (a subset task)."""
+        subset = self.config.doc_ids
+        n = len(self.rows) if limit is None or subset is not None else min(limit, len(self.rows))
         if self.config.doc_id is None:
-            return [DocRef(i, str(i)) for i in range(n)]
-        ids = self.rows.column(self.config.doc_id)[:n]
-        refs = []
-        for i, value in enumerate(ids):
-            if value is None:
-                raise DocError(f"task {self.name}, row {i}: missing doc id field {self.config.doc_id!r}")
-            refs.append(DocRef(i, str(value)))
-        if len({r.id for r in refs}) != len(refs):
-            raise ConfigError(f"task {self.name}: doc ids in field {self.config.doc_id!r} are not unique")
-        return refs
+            refs = [DocRef(i, str(i)) for i in range(n)]
+        else:
+            refs = []
+            for i, value in enumerate(self.rows.column(self.config.doc_id)[:n]):
+                if value is None:
+                    raise DocError(f"task {self.name}, row {i}: missing doc id field {self.config.doc_id!r}")
+                refs.append(DocRef(i, str(value)))
+            if len({r.id for r in refs}) != len(refs):
+                raise ConfigError(f"task {self.name}: doc ids in field {self.config.doc_id!r} are not unique")
+        if subset is None:
+            return refs
+        wanted = set(subset)
+        refs = [r for r in refs if r.id in wanted]
+        if len(refs) != len(wanted):
+            missing = sorted(wanted - {r.id for r in refs})
+            raise ConfigError(f"{self.config.source_file}: {len(missing)} listed doc id(s) not in task "
+                              f"{self.name}'s data, e.g. {', '.join(missing[:3])}")
+        return refs if limit is None else refs[:limit]
 
     def doc(self, ref: DocRef) -> Doc:
         """The full doc (fields loaded)."""

@@ -1,0 +1,129 @@
+// Segment files of an n-gram index: sorted unique hashes with saturated uint8 counts, in blocks, with a
+// sparse block index and a checksum. The layout is documented in python/fastmmeval/contam/segment.py.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+namespace fastmmeval::ngram {
+
+constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kBlockEntries = 4096;
+constexpr uint64_t kFlagDedup = 1;
+
+#pragma pack(push, 1)
+struct SegmentHeader {
+  char magic[8];
+  uint32_t version, n, threshold, partition_bits, partition, block_entries;
+  uint64_t entries, frequent, checksum, flags;
+};
+#pragma pack(pop)
+static_assert(sizeof(SegmentHeader) == 64, "segment header is 64 bytes");
+
+// What every segment of one index partition shares.
+struct SegmentKind {
+  uint32_t n, threshold, partition_bits, partition;
+  bool dedup;
+};
+
+// Byte size of the payload (blocks, then the sparse index) of a segment with `entries` entries.
+uint64_t payload_bytes(uint64_t entries);
+
+// Writes one segment to `path`: entries in strictly increasing hash order, then finish(). A writer
+// destroyed before finish() removes its file.
+class SegmentWriter {
+ public:
+  SegmentWriter(std::string path, const SegmentKind& kind);
+  ~SegmentWriter();
+  SegmentWriter(const SegmentWriter&) = delete;
+  SegmentWriter& operator=(const SegmentWriter&) = delete;
+  void add(uint64_t hash, uint8_t count) {
+    hashes_[fill_] = hash;
+    counts_[fill_] = count;
+    frequent_ += count > kind_.threshold;
+    if (++fill_ == kBlockEntries) flush_block();
+  }
+  uint64_t finish();  // returns the number of entries
+
+ private:
+  void flush_block();
+  void staged(size_t bytes);  // digests the last `bytes` put on the stage; writes a full stage out
+  void write_at(const char* data, size_t size, uint64_t offset);
+  std::string path_;
+  SegmentKind kind_;
+  int fd_ = -1;
+  XXH3_state_t state_;
+  uint64_t hashes_[kBlockEntries];
+  uint8_t counts_[kBlockEntries];
+  size_t fill_ = 0;
+  uint64_t entries_ = 0, frequent_ = 0;
+  std::vector<uint64_t> firsts_;
+  std::unique_ptr<char, void (*)(void*)> stage_;  // page-aligned bytes waiting to be written
+  std::unique_ptr<char, void (*)(void*)> head_;   // the file's first page, to put the header in last
+  size_t staged_ = 0;
+  uint64_t written_ = 0;
+};
+
+// Reads a segment front to back, one block at a time, checking its header against `kind` and its
+// checksum when the end is reached.
+class SegmentReader {
+ public:
+  SegmentReader(std::string path, const SegmentKind& kind);
+  ~SegmentReader();
+  SegmentReader(const SegmentReader&) = delete;
+  SegmentReader& operator=(const SegmentReader&) = delete;
+  // The current block: size() hashes and counts (size() is 0 once the segment is exhausted).
+  size_t size() const { return fill_; }
+  const uint64_t* hashes() const { return hashes_.data(); }
+  const uint8_t* counts() const { return counts_.data(); }
+  const std::string& path() const { return path_; }
+  void next_block();
+
+ private:
+  void read(void* data, size_t size);
+  std::string path_;
+  int fd_ = -1;
+  SegmentHeader header_;
+  XXH3_state_t state_;
+  std::vector<uint64_t> hashes_;
+  std::vector<uint8_t> counts_;
+  size_t fill_ = 0;
+  uint64_t read_ = 0;
+  uint64_t last_ = 0;  // the previous block's last hash
+};
+
+// A segment mapped read-only for lookups.
+class Segment {
+ public:
+  // Opens `path`, checking its header and size, and with verify its checksum (reading the whole file).
+  Segment(std::string path, bool verify);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  const SegmentHeader& header() const { return header_; }
+  const std::string& path() const { return path_; }
+  // out[i] = min(cap, out[i] + count of queries[i]) for ascending queries.
+  void lookup(const uint64_t* queries, size_t n, uint8_t* out, uint8_t cap) const;
+
+ private:
+  std::string path_;
+  SegmentHeader header_;
+  const char* base_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Header of the segment at path, after checking magic, version and (when kind is given) that it belongs
+// to that partition of that index.
+SegmentHeader read_segment_header(const std::string& path, int fd, const SegmentKind* kind);
+
+// Merges sorted segments (or runs) of one partition, summing counts saturated at threshold + 1, into a
+// new segment at out_path (or only counts them when out_path is empty). Returns {entries, frequent}.
+std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inputs, const std::string& out_path,
+                                             const SegmentKind& kind);
+
+}  // namespace fastmmeval::ngram

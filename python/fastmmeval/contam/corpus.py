@@ -1,0 +1,419 @@
+"""Training-corpus shards as `ShardSource`s: LLaVA instruction JSON, JSONL, parquet, and pre-tokenized files.
+
+What counts as training text: every conversation turn, the human's and the model's alike (a benchmark
+question copied into a prompt and a benchmark answer or caption copied into a reply are both leaks). Each
+turn is its own text document (the `<image>` placeholder removed) and each image its own image document,
+all carrying the record's id, so no n-gram window spans two turns, two images, or text and image.
+
+Sources read lazily and yield bounded blocks (about `block_tokens` tokens, or `image_batch` images), so a
+shard of any size streams through in constant memory. Images that are referenced but missing or
+unreadable are counted (`missing_images()`), never fatal.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.index import TokenBlock
+from fastmmeval.errors import FastmmevalError
+
+FORMATS = ("llava", "jsonl", "parquet", "tokens")
+TOKEN_SUFFIXES = {".u16": np.uint16, ".u32": np.uint32}
+BLOCK_TOKENS = 1 << 22
+IMAGE_BATCH = 64
+_JSON_CHUNK = 1 << 20
+
+
+class CorpusError(FastmmevalError):
+    """A corpus shard is malformed: names the file and the record."""
+
+
+@dataclass
+class Record:
+    """One training example: its id, its text documents and its image references."""
+
+    id: str
+    texts: list[str]
+    images: list[Any]  # paths (relative to the image root), bytes, {'bytes', 'path'} dicts or PIL images
+
+
+def _strip_placeholders(text: str) -> str:
+    return text.replace("<image>", " ")
+
+
+def iter_json_array(path: Path) -> Iterator[Any]:
+    """The elements of a top-level JSON array, parsed one at a time (memory bounded by the largest element)."""
+    decoder = json.JSONDecoder()
+    with open(path, encoding="utf-8") as f:
+        buf, pos, eof = "", 0, False
+
+        def fill() -> bool:
+            nonlocal buf, pos
+            chunk = f.read(_JSON_CHUNK)
+            buf, pos = buf[pos:] + chunk, 0
+            return bool(chunk)
+
+        def skip(chars: str) -> None:
+            nonlocal pos, eof
+            while True:
+                while pos < len(buf) and buf[pos] in chars:
+                    pos += 1
+                if pos < len(buf) or eof:
+                    return
+                eof = not fill()
+
+        skip(" \t\r\n")
+        if pos >= len(buf) or buf[pos] != "[":
+            raise CorpusError(f"{path}: expected a JSON array of records (LLaVA format)")
+        pos += 1
+        index = 0
+        while True:
+            skip(" \t\r\n,")
+            if pos >= len(buf):
+                raise CorpusError(f"{path}: truncated JSON array after {index} records")
+            if buf[pos] == "]":
+                return
+            while True:
+                try:
+                    obj, end = decoder.raw_decode(buf, pos)
+                    break
+                except json.JSONDecodeError as e:
+                    if eof:
+                        raise CorpusError(f"{path}: record {index}: invalid JSON ({e.msg})") from None
+                    eof = not fill()
+            pos = end
+            index += 1
+            yield obj
+
+
+def _llava_record(obj: Any, path: Path, index: int) -> Record:
+    where = f"{path}: record {index}"
+    if not isinstance(obj, dict):
+        raise CorpusError(f"{where}: expected an object, got {type(obj).__name__}")
+    turns = obj.get("conversations")
+    if not isinstance(turns, list):
+        raise CorpusError(f"{where}: field 'conversations' must be a list of {{'from', 'value'}} turns")
+    texts = []
+    for t, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise CorpusError(f"{where}: conversations[{t}] has no string 'value'")
+        texts.append(_strip_placeholders(turn["value"]))
+    image = obj.get("image")
+    images = [] if image is None else list(image) if isinstance(image, list) else [image]
+    return Record(str(obj.get("id", f"{path.name}#{index}")), texts, images)
+
+
+@dataclass
+class RecordSource:
+    """A shard of records (LLaVA JSON, JSONL or parquet) tokenized on the fly into text and image blocks.
+
+    `text_fields` / `image_field` / `id_field` name the columns of JSONL and parquet rows (a text column may
+    hold a string or a list of strings; the image column a path, a list of paths, bytes, or a Hugging Face
+    `{'bytes', 'path'}` dict; a text column of `{'from', 'value'}` turns counts each turn). `image_tokenizer=None`
+    skips images (text-only audits)."""
+
+    path: Path
+    format: str
+    text_tokenizer: Any
+    image_tokenizer: Any = None
+    image_root: Path | None = None
+    text_fields: tuple[str, ...] = ("text",)
+    image_field: str | None = "image"
+    id_field: str | None = "id"
+    block_tokens: int = BLOCK_TOKENS
+    image_batch: int = IMAGE_BATCH
+    decode_threads: int = 4
+    name: str = ""
+    _missing: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        if self.format not in ("llava", "jsonl", "parquet"):
+            raise CorpusError(f"{self.path}: unknown record format {self.format!r}")
+        self.name = self.name or str(self.path)
+
+    def missing_images(self) -> int:
+        """Images referenced but missing or unreadable, counted by the last blocks() run in this process."""
+        return self._missing
+
+    def records(self) -> Iterator[Record]:
+        """The shard's records, read lazily."""
+        if self.format == "llava":
+            for i, obj in enumerate(iter_json_array(self.path)):
+                yield _llava_record(obj, self.path, i)
+        elif self.format == "jsonl":
+            with open(self.path, encoding="utf-8") as f:
+                for i, line in enumerate(f):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise CorpusError(f"{self.path}:{i + 1}: invalid JSON ({e.msg})") from None
+                    yield self._row_record(row, f"{self.path}:{i + 1}", i)
+        else:
+            import pyarrow.parquet as pq
+
+            try:
+                pf = pq.ParquetFile(self.path)
+            except Exception as e:  # pyarrow raises several unrelated types for a bad file
+                raise CorpusError(f"{self.path}: not a readable parquet file ({e})") from None
+            columns = [c for c in (*self.text_fields, self.image_field, self.id_field) if c]
+            missing = [c for c in columns if c not in pf.schema_arrow.names]
+            if missing:
+                raise CorpusError(f"{self.path}: no column(s) {missing} (has {pf.schema_arrow.names})")
+            i = 0
+            for batch in pf.iter_batches(batch_size=1024, columns=columns):
+                for row in batch.to_pylist():
+                    yield self._row_record(row, f"{self.path}: row {i}", i)
+                    i += 1
+
+    def _row_record(self, row: Any, where: str, index: int) -> Record:
+        if not isinstance(row, dict):
+            raise CorpusError(f"{where}: expected an object, got {type(row).__name__}")
+        texts: list[str] = []
+        for name in self.text_fields:
+            value = row.get(name)
+            if value is None:
+                continue
+            values = value if isinstance(value, list) else [value]
+            # Conversation turns ({'from', 'value'} dicts, as in LLaVA data stored as parquet) count by value.
+            values = [v.get("value") if isinstance(v, dict) else v for v in values]
+            if not all(isinstance(v, str) for v in values):
+                raise CorpusError(f"{where}: field {name!r} must hold strings or {{'from', 'value'}} turns")
+            texts.extend(_strip_placeholders(v) for v in values)
+        image = row.get(self.image_field) if self.image_field else None
+        images = [] if image is None else list(image) if isinstance(image, list) else [image]
+        rid = row.get(self.id_field) if self.id_field else None
+        return Record(str(rid) if rid is not None else f"{self.path.name}#{index}", texts, images)
+
+    def _open_image(self, ref: Any) -> Image.Image | None:
+        try:
+            if isinstance(ref, Image.Image):
+                return ref.convert("RGB")
+            if isinstance(ref, dict):
+                ref = ref.get("bytes") or ref.get("path")
+            if isinstance(ref, (bytes, bytearray)):
+                image = Image.open(io.BytesIO(ref))
+            elif isinstance(ref, str):
+                path = Path(ref)
+                if not path.is_absolute() and self.image_root is not None:
+                    path = self.image_root / path
+                image = Image.open(path)
+            else:
+                return None
+            image.load()
+            return image.convert("RGB")
+        except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+            return None
+
+    def blocks(self) -> Iterator[TokenBlock]:
+        """Text blocks (TEXT_SEED) and image blocks (IMAGE_SEED), each holding whole documents."""
+        self._missing = 0
+        texts: list[str] = []
+        text_ids: list[str] = []
+        chars = 0
+        refs: list[Any] = []
+        image_ids: list[str] = []
+        # Decoding images dominates an image corpus; PIL releases the GIL, so a batch decodes in parallel.
+        with ThreadPoolExecutor(self.decode_threads) as pool:
+            for record in self.records():
+                for text in record.texts:
+                    texts.append(text)
+                    text_ids.append(record.id)
+                    chars += len(text)
+                if self.image_tokenizer is not None:
+                    refs.extend(record.images)
+                    image_ids.extend([record.id] * len(record.images))
+                # ~5 characters per word token: a block stays near block_tokens without tokenizing twice.
+                if chars >= 5 * self.block_tokens:
+                    yield self._text_block(texts, text_ids)
+                    texts, text_ids, chars = [], [], 0
+                if len(refs) >= self.image_batch:
+                    yield from self._image_block(pool, refs, image_ids)
+                    refs, image_ids = [], []
+            if texts:
+                yield self._text_block(texts, text_ids)
+            yield from self._image_block(pool, refs, image_ids)
+
+    def _text_block(self, texts: list[str], ids: list[str]) -> TokenBlock:
+        return concat_docs(self.text_tokenizer.encode(texts), ids, TEXT_SEED)
+
+    def _image_block(self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]) -> Iterator[TokenBlock]:
+        """The readable images of `refs` as one tokenized block (none when no image is readable); the
+        unreadable ones are counted."""
+        decoded = list(pool.map(self._open_image, refs))
+        kept = [(image, i) for image, i in zip(decoded, ids, strict=True) if image is not None]
+        self._missing += len(refs) - len(kept)
+        if kept:
+            tokens = np.asarray(self.image_tokenizer.encode([image for image, _ in kept]), dtype=np.uint32)
+            yield concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
+
+
+def concat_docs(docs: Sequence[np.ndarray], ids: Sequence[str], seed: int) -> TokenBlock:
+    """Documents (token arrays) as one TokenBlock."""
+    lengths = np.fromiter((len(d) for d in docs), np.int64, count=len(docs))
+    offsets = np.zeros(len(docs), np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    tokens = np.concatenate(docs).astype(np.uint32, copy=False) if docs else np.zeros(0, np.uint32)
+    return TokenBlock(tokens, offsets, seed, list(ids))
+
+
+class _DocIds(Sequence):
+    """`<file>#<doc>` for every document of a pre-tokenized shard, made on demand."""
+
+    def __init__(self, prefix: str, start: int, count: int) -> None:
+        self.prefix, self.start, self.count = prefix, start, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        return f"{self.prefix}#{self.start + i}"
+
+
+@dataclass
+class TokenShardSource:
+    """A pre-tokenized shard: `X.u16` or `X.u32` (raw little-endian token ids) and `X.u16.offsets` /
+    `X.u32.offsets` (raw little-endian int64: the first token of each document, ascending from 0), read
+    memory-mapped in blocks of whole documents of about `block_tokens` tokens. `modality` says whether the
+    ids are text tokens or image tokens (e.g. 32 SEED codes per image, pre-computed on a GPU)."""
+
+    path: Path
+    modality: str = "text"
+    block_tokens: int = BLOCK_TOKENS
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        if self.path.suffix not in TOKEN_SUFFIXES:
+            raise CorpusError(f"{self.path}: a token shard ends in .u16 or .u32 (its token width)")
+        if self.modality not in ("text", "image"):
+            raise CorpusError(f"{self.path}: modality must be 'text' or 'image', not {self.modality!r}")
+        self.name = self.name or str(self.path)
+
+    @property
+    def offsets_path(self) -> Path:
+        """Where the document offsets live."""
+        return self.path.with_name(self.path.name + ".offsets")
+
+    def missing_images(self) -> int:
+        """Always 0: a token shard references no image files."""
+        return 0
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        dtype = np.dtype(TOKEN_SUFFIXES[self.path.suffix]).newbyteorder("<")
+        for p in (self.path, self.offsets_path):
+            if not p.is_file():
+                raise CorpusError(f"{p}: missing (a token shard needs its tokens and its .offsets file)")
+        size = self.path.stat().st_size
+        if size % dtype.itemsize:
+            raise CorpusError(f"{self.path}: {size} bytes is not a whole number of {dtype.itemsize}-byte tokens")
+        tokens = np.memmap(self.path, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
+        osize = self.offsets_path.stat().st_size
+        if osize % 8:
+            raise CorpusError(f"{self.offsets_path}: {osize} bytes is not a whole number of int64 offsets")
+        offsets = np.memmap(self.offsets_path, dtype="<i8", mode="r") if osize else np.zeros(0, "<i8")
+        if len(offsets) and (offsets[0] != 0 or offsets[-1] > len(tokens)):
+            raise CorpusError(f"{self.offsets_path}: offsets must start at 0 and stay within {len(tokens)} tokens")
+        return tokens, offsets
+
+    def blocks(self) -> Iterator[TokenBlock]:
+        """Blocks of whole documents (a single document longer than block_tokens is a block of its own)."""
+        tokens, offsets = self._arrays()
+        seed = TEXT_SEED if self.modality == "text" else IMAGE_SEED
+        native = np.dtype(TOKEN_SUFFIXES[self.path.suffix])
+        n_docs = len(offsets)
+        first = 0
+        while first < n_docs:
+            start = int(offsets[first])
+            # Whole documents ending within block_tokens of `start` (at least one document per block).
+            limit = start + self.block_tokens
+            fits = int(np.searchsorted(offsets, limit, side="right"))
+            last = n_docs if fits == n_docs and len(tokens) <= limit else fits - 1
+            last = max(last, first + 1)
+            end = int(offsets[last]) if last < n_docs else len(tokens)
+            doc_offs = np.asarray(offsets[first:last], dtype=np.int64) - start
+            if np.any(np.diff(doc_offs) < 0):
+                raise CorpusError(f"{self.offsets_path}: offsets decrease within documents {first}..{last - 1}")
+            block_tokens = np.empty(end - start, native)  # a native-order copy of the mapped slice
+            block_tokens[:] = tokens[start:end]
+            yield TokenBlock(block_tokens, doc_offs, seed, _DocIds(self.path.name, first, last - first))
+            first = last
+
+
+def write_token_shard(path: Path, docs: Sequence[np.ndarray], dtype: type = np.uint32) -> None:
+    """Write documents as a token shard (`path` ends in .u16 or .u32) plus its `.offsets` file."""
+    path = Path(path)
+    block = concat_docs([np.asarray(d) for d in docs], [""] * len(docs), TEXT_SEED)
+    if dtype == np.uint16 and len(block.tokens) and int(block.tokens.max()) > 0xFFFF:
+        raise CorpusError(f"{path}: token ids above 65535 do not fit a .u16 shard")
+    path.write_bytes(block.tokens.astype(np.dtype(dtype).newbyteorder("<")).tobytes())
+    path.with_name(path.name + ".offsets").write_bytes(block.doc_offsets.astype("<i8").tobytes())
+
+
+def guess_format(path: Path) -> str:
+    """The shard format from the file name: .json -> llava, .jsonl -> jsonl, .parquet, .u16/.u32 -> tokens."""
+    suffix = Path(path).suffix.lower()
+    by_suffix = {".json": "llava", ".jsonl": "jsonl", ".parquet": "parquet", ".u16": "tokens", ".u32": "tokens"}
+    if suffix not in by_suffix:
+        raise CorpusError(f"{path}: cannot tell the shard format from the name; pass --format {'|'.join(FORMATS)}")
+    return by_suffix[suffix]
+
+
+def expand_paths(specs: Sequence[str]) -> list[Path]:
+    """Shard paths from paths and globs (each glob sorted), each file once; an unmatched spec is an error."""
+    out: list[Path] = []
+    for spec in specs:
+        matches = sorted(glob.glob(spec, recursive=True)) if glob.has_magic(spec) else [spec]
+        files = [Path(m) for m in matches if Path(m).is_file()]
+        if not files:
+            raise CorpusError(f"corpus shard {spec!r}: no such file")
+        out.extend(f for f in files if f not in out)
+    return out
+
+
+def open_sources(
+    specs: Sequence[str],
+    format: str = "auto",
+    text_tokenizer: Any = None,
+    image_tokenizer: Any = None,
+    image_root: Path | None = None,
+    text_fields: Sequence[str] = ("text",),
+    image_field: str | None = "image",
+    id_field: str | None = "id",
+    modality: str = "text",
+    block_tokens: int = BLOCK_TOKENS,
+) -> list[RecordSource | TokenShardSource]:
+    """One source per shard file matched by `specs` (paths or globs); `format` 'auto' guesses from names."""
+    sources: list[RecordSource | TokenShardSource] = []
+    for path in expand_paths(specs):
+        fmt = guess_format(path) if format == "auto" else format
+        if fmt == "tokens":
+            sources.append(TokenShardSource(path, modality, block_tokens))
+        elif fmt in FORMATS:
+            if text_tokenizer is None:
+                raise CorpusError(f"{path}: a {fmt} shard needs a text tokenizer")
+            root = Path(image_root) if image_root is not None else path.parent
+            sources.append(
+                RecordSource(
+                    path, fmt, text_tokenizer, image_tokenizer, root, tuple(text_fields), image_field, id_field,
+                    block_tokens,
+                )
+            )
+        else:
+            raise CorpusError(f"--format {fmt!r}: expected auto or one of {', '.join(FORMATS)}")
+    return sources

@@ -1,0 +1,152 @@
+"""Text tokenizers for contamination audits: tokenizer-independent `words`, or any Hugging Face tokenizer.
+
+Both give uint32 token ids and, for the benchmark side, the character span of each token (so a report can
+show the matched text). Each has a fingerprint that is stored in the index meta: a scan refuses an index
+built with another tokenizer, since its n-grams would never match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import xxhash
+
+from fastmmeval.errors import ConfigError
+
+# Letters and digits in any script; everything else (punctuation, symbols, whitespace) separates words.
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+WORDS_VERSION = 1
+_WORD_HASH_SEED = 0x5EED_0001
+_CACHE_LIMIT = 1 << 20
+
+
+class TextTokenizer(Protocol):
+    """Text -> uint32 token ids; picklable (shard sources carry one to Ray workers)."""
+
+    name: str
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the same text could map to other ids."""
+        ...
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The token ids of each text (uint32)."""
+        ...
+
+    def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The token ids of one text and the (start, end) character span of each."""
+        ...
+
+
+class WordTokenizer:
+    """Lower-cased words (runs of letters and digits; punctuation and underscores separate them), each mapped
+    to a stable uint32 by XXH32: the same words give the same ids on every machine and for every model."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        self._cache: dict[str, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._cache = {}
+
+    @property
+    def fingerprint(self) -> str:
+        """`words-v<version>`: the rule and the hash seed are fixed per version."""
+        return f"words-v{WORDS_VERSION}"
+
+    def _ids(self, words: list[str]) -> np.ndarray:
+        """Ids of words as found in the text (the cache is keyed by the word before lower-casing)."""
+        got = [self._cache.get(w) for w in words]
+        if None in got:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            for k, (w, i) in enumerate(zip(words, got, strict=True)):
+                if i is None:
+                    digest = xxhash.xxh32_intdigest(w.lower().encode("utf-8", "surrogatepass"), seed=_WORD_HASH_SEED)
+                    got[k] = self._cache[w] = digest
+        return np.array(got, dtype=np.uint32)
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The word ids of each text."""
+        return [self._ids(_WORD.findall(t)) for t in texts]
+
+    def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Word ids and the span of each word in `text`."""
+        # Words are found before lower-casing (which can change a string's length, e.g. 'İ'), as in encode.
+        matches = list(_WORD.finditer(text))
+        return self._ids([m.group() for m in matches]), [m.span() for m in matches]
+
+
+class HFTextTokenizer:
+    """A Hugging Face tokenizer by hub name or local folder (loaded on first use, no special tokens added)."""
+
+    def __init__(self, name_or_path: str) -> None:
+        self.name = name_or_path
+        self._tok: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.name = state["name"]
+        self._tok = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The loaded `transformers` tokenizer."""
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            try:
+                self._tok = AutoTokenizer.from_pretrained(self.name)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"--text_tokenizer {self.name}: cannot load a Hugging Face tokenizer: {e}") from None
+        return self._tok
+
+    @property
+    def fingerprint(self) -> str:
+        """`hf:<class>:<hash of the vocabulary and normalizer>`."""
+        tok = self.tokenizer
+        blob = json.dumps(sorted(tok.get_vocab().items()), ensure_ascii=False)
+        backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None:
+            state = json.loads(backend.to_str())
+            parts = [state.get("normalizer"), state.get("pre_tokenizer"), state.get("model", {}).get("type")]
+            blob += json.dumps(parts)
+        return f"hf:{type(tok).__name__}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of each text."""
+        if not texts:
+            return []
+        out = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [np.asarray(ids, dtype=np.uint32) for ids in out]
+
+    def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Token ids and character spans (fast tokenizers; slow ones give empty spans)."""
+        tok = self.tokenizer
+        if getattr(tok, "is_fast", False):
+            enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            return np.asarray(enc["input_ids"], dtype=np.uint32), [tuple(s) for s in enc["offset_mapping"]]
+        ids = np.asarray(tok(text, add_special_tokens=False)["input_ids"], dtype=np.uint32)
+        return ids, [(0, 0)] * len(ids)
+
+
+def make_text_tokenizer(spec: str) -> WordTokenizer | HFTextTokenizer:
+    """`words` (the default) or a Hugging Face tokenizer name or folder."""
+    if spec == "words":
+        return WordTokenizer()
+    if not spec:
+        raise ConfigError("--text_tokenizer is empty (use `words` or a Hugging Face tokenizer name or folder)")
+    return HFTextTokenizer(str(Path(spec).resolve()) if Path(spec).is_dir() else spec)

@@ -1,0 +1,214 @@
+"""Corpus shards and text tokenizers for `fastmmeval contam`: LLaVA JSON, JSONL, parquet and token shards."""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import xxhash
+from PIL import Image
+
+from fastmmeval.contam import corpus
+from fastmmeval.contam.corpus import (
+    CorpusError,
+    RecordSource,
+    TokenShardSource,
+    expand_paths,
+    guess_format,
+    iter_json_array,
+    open_sources,
+    write_token_shard,
+)
+from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
+from fastmmeval.contam.index import IndexSettings, reference_counts
+from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
+
+
+class FixedImageTokenizer:
+    """Stands in for an image tokenizer: 32 tokens from the image's mean colour."""
+
+    name = "fixed"
+    fingerprint = "fixed-v0"
+
+    def encode(self, images: list[Image.Image]) -> np.ndarray:
+        means = [int(np.asarray(im).mean()) for im in images]
+        return np.array([[m + k for k in range(32)] for m in means], dtype=np.uint32)
+
+
+def _llava(path: Path, records: list[dict]) -> Path:
+    path.write_text(json.dumps(records, indent=2), encoding="utf-8")
+    return path
+
+
+RECORDS = [
+    {
+        "id": "000001",
+        "image": "coco/1.png",
+        "conversations": [
+            {"from": "human", "value": "<image>\nWhat is on the table?"},
+            {"from": "gpt", "value": "A cup of coffee and a spoon."},
+            {"from": "human", "value": "What colour is the cup?"},
+            {"from": "gpt", "value": "White."},
+        ],
+    },
+    {"id": "000002", "conversations": [{"from": "human", "value": "Tell me a joke."}, {"from": "gpt", "value": ""}]},
+    {"id": "000003", "image": "coco/missing.png", "conversations": [{"from": "human", "value": "<image> Hi"}]},
+]
+
+
+def test_words_tokenizer_is_lowercase_punctuation_free_and_stable() -> None:
+    tok = WordTokenizer()
+    [ids] = tok.encode(["Hello, World! hello_world (Émile's) 42"])
+    words = ["hello", "world", "hello", "world", "émile", "s", "42"]
+    expected = [xxhash.xxh32_intdigest(w.encode(), seed=0x5EED_0001) for w in words]
+    assert ids.dtype == np.uint32 and ids.tolist() == expected
+    text = "What is THIS?  A cat."
+    ids, spans = tok.encode_spans(text)
+    assert [text[s:e] for s, e in spans] == ["What", "is", "THIS", "A", "cat"]
+    assert ids.tolist() == tok.encode([text])[0].tolist()
+    assert pickle.loads(pickle.dumps(tok)).encode(["a b"])[0].tolist() == tok.encode(["A, B"])[0].tolist()
+    assert tok.fingerprint == "words-v1" == make_text_tokenizer("words").fingerprint
+
+
+def test_hugging_face_tokenizer_from_a_folder(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordLevelTrainer(special_tokens=["[UNK]"])
+    raw.train_from_iterator(["what is on the table", "a cup of coffee"], trainer)
+    PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]").save_pretrained(tmp_path / "tok")
+
+    tok = make_text_tokenizer(str(tmp_path / "tok"))
+    assert isinstance(tok, HFTextTokenizer)
+    text = "what is on the table"
+    ids, spans = tok.encode_spans(text)
+    assert [text[s:e] for s, e in spans] == text.split()
+    assert ids.tolist() == tok.encode([text])[0].tolist() and ids.dtype == np.uint32
+    assert tok.fingerprint.startswith("hf:") and tok.fingerprint != WordTokenizer().fingerprint
+    again = pickle.loads(pickle.dumps(tok))  # the loaded tokenizer is not pickled, only its name
+    assert again.fingerprint == tok.fingerprint
+    with pytest.raises(Exception, match="cannot load a Hugging Face tokenizer"):
+        _ = make_text_tokenizer(str(tmp_path / "nope")).tokenizer
+
+
+def test_json_array_is_parsed_incrementally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _llava(tmp_path / "train.json", RECORDS * 5)
+    monkeypatch.setattr(corpus, "_JSON_CHUNK", 7)  # records straddle many chunk boundaries
+    assert list(iter_json_array(path)) == RECORDS * 5
+    (tmp_path / "bad.json").write_text(json.dumps(RECORDS)[:-40])
+    with pytest.raises(CorpusError, match=r"bad\.json: record 2: invalid JSON"):
+        list(iter_json_array(tmp_path / "bad.json"))
+    (tmp_path / "obj.json").write_text('{"id": 1}')
+    with pytest.raises(CorpusError, match="expected a JSON array"):
+        list(iter_json_array(tmp_path / "obj.json"))
+
+
+def test_llava_turns_are_documents_and_missing_images_are_counted(tmp_path: Path) -> None:
+    (tmp_path / "img" / "coco").mkdir(parents=True)
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(tmp_path / "img" / "coco" / "1.png")
+    shard = _llava(tmp_path / "train.json", RECORDS)
+    [source] = open_sources([str(shard)], "auto", WordTokenizer(), FixedImageTokenizer(), tmp_path / "img")
+    blocks = list(source.blocks())
+    text = next(b for b in blocks if b.seed == TEXT_SEED)
+    image = next(b for b in blocks if b.seed == IMAGE_SEED)
+    # Every turn (human and gpt) is one document; `<image>` is not a word of the text.
+    assert list(text.ids) == ["000001"] * 4 + ["000002"] * 2 + ["000003"]
+    assert text.doc_offsets.tolist() == [0, 5, 12, 17, 18, 22, 22]
+    assert text.tokens[:5].tolist() == WordTokenizer().encode(["What is on the table?"])[0].tolist()
+    assert list(image.ids) == ["000001"]
+    assert image.tokens.tolist() == [int(np.mean([200, 10, 10])) + k for k in range(32)]
+    assert source.missing_images() == 1
+    assert pickle.loads(pickle.dumps(source)).name == str(shard)
+    nowhere = RecordSource(shard, "llava", WordTokenizer(), FixedImageTokenizer(), tmp_path / "elsewhere")
+    assert {b.seed for b in nowhere.blocks()} == {TEXT_SEED} and nowhere.missing_images() == 2
+
+    with pytest.raises(CorpusError, match=r"train2\.json: record 0: field 'conversations'"):
+        list(RecordSource(_llava(tmp_path / "train2.json", [{"id": 1}]), "llava", WordTokenizer()).blocks())
+
+
+def test_jsonl_and_parquet_columns_and_embedded_images(tmp_path: Path) -> None:
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8), (0, 0, 255)).save(png, format="PNG")
+    rows = [
+        {"uid": "a", "question": "Is it blue?", "img": {"bytes": png.getvalue()},
+         "answers": [{"from": "gpt", "value": "Yes."}, {"from": "gpt", "value": "It is."}]},
+        {"uid": "b", "question": "Nothing here", "answers": [{"from": "gpt", "value": "A turn."}],
+         "img": {"bytes": b"broken", "path": "x.png"}},
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    jsonl = [{**r, "img": "blue.png" if r["uid"] == "a" else "gone.png"} for r in rows]
+    Image.new("RGB", (8, 8), (0, 0, 255)).save(tmp_path / "blue.png")
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in jsonl))
+    for shard in ("train.parquet", "train.jsonl"):
+        [source] = open_sources(
+            [str(tmp_path / shard)], "auto", WordTokenizer(), FixedImageTokenizer(), None,
+            ("question", "answers"), "img", "uid",
+        )  # fmt: skip
+        blocks = list(source.blocks())
+        assert list(blocks[0].ids) == ["a", "a", "a", "b", "b"], shard
+        assert list(blocks[1].ids) == ["a"] and source.missing_images() == 1, shard
+    with pytest.raises(CorpusError, match=r"no column\(s\) \['text', 'image', 'id'\]"):
+        list(open_sources([str(tmp_path / "train.parquet")], text_tokenizer=WordTokenizer())[0].blocks())
+
+
+def _random_docs(rng: np.random.Generator, count: int) -> list[np.ndarray]:
+    lengths = rng.choice([0, 1, 7, 8, 9, 30, 200], size=count)
+    return [rng.integers(0, 50, size=n).astype(np.uint32) for n in lengths]
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+def test_token_shards_stream_whole_documents_in_bounded_blocks(tmp_path: Path, dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    docs = _random_docs(rng, 120)
+    path = tmp_path / f"shard{np.dtype(dtype).itemsize * 8}.u{np.dtype(dtype).itemsize * 8}"
+    write_token_shard(path, docs, dtype)
+    source = TokenShardSource(path, block_tokens=64)
+    blocks = list(source.blocks())
+    assert all(b.tokens.dtype == dtype for b in blocks)
+    assert all(len(b.tokens) <= 64 or len(b.doc_offsets) == 1 for b in blocks)  # a long doc is a block alone
+    ends = [[*b.doc_offsets[1:], len(b.tokens)] for b in blocks]
+    got = [b.tokens[o:e] for b, end in zip(blocks, ends, strict=True) for o, e in zip(b.doc_offsets, end, strict=True)]
+    assert [d.tolist() for d in got] == [d.tolist() for d in docs]
+    assert [i for b in blocks for i in b.ids] == [f"{path.name}#{k}" for k in range(len(docs))]
+    # Counting n-grams block by block equals counting them document by document.
+    expected = collections.Counter(h for d in docs for h in ngram_hashes_reference(d, [0], 8, TEXT_SEED).tolist())
+    assert reference_counts([source], IndexSettings()) == expected
+    image_source = TokenShardSource(path, modality="image")
+    assert {b.seed for b in image_source.blocks()} == {IMAGE_SEED}
+
+
+def test_token_shard_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.u32"
+    write_token_shard(path, [np.arange(10), np.arange(5)])
+    path.with_name("s.u32.offsets").write_bytes(np.array([0, 20], "<i8").tobytes())
+    with pytest.raises(CorpusError, match=r"s\.u32\.offsets: offsets must start at 0 and stay within 15 tokens"):
+        list(TokenShardSource(path).blocks())
+    path.with_name("s.u32.offsets").unlink()
+    with pytest.raises(CorpusError, match=r"s\.u32\.offsets: missing"):
+        list(TokenShardSource(path).blocks())
+    with pytest.raises(CorpusError, match=r"above 65535"):
+        write_token_shard(tmp_path / "t.u16", [np.array([70000])], np.uint16)
+    with pytest.raises(CorpusError, match="ends in .u16 or .u32"):
+        TokenShardSource(tmp_path / "s.bin")
+
+
+def test_shard_specs_expand_globs_and_guess_formats(tmp_path: Path) -> None:
+    for name in ("b.json", "a.json", "c.jsonl"):
+        (tmp_path / name).write_text("[]")
+    found = expand_paths([str(tmp_path / "*.json"), str(tmp_path / "a.json")])
+    assert found == [tmp_path / "a.json", tmp_path / "b.json"]
+    with pytest.raises(CorpusError, match="no such file"):
+        expand_paths([str(tmp_path / "*.parquet")])
+    formats = [guess_format(Path(p)) for p in ("x.json", "x.jsonl", "x.parquet", "x.u16")]
+    assert formats == ["llava", "jsonl", "parquet", "tokens"]
+    with pytest.raises(CorpusError, match="--format"):
+        guess_format(Path("x.txt"))
