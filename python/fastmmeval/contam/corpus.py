@@ -289,7 +289,8 @@ class _DocIds(Sequence):
 class TokenShardSource:
     """A pre-tokenized shard: `X.u16` or `X.u32` (raw little-endian token ids) and `X.u16.offsets` /
     `X.u32.offsets` (raw little-endian int64: the first token of each document, ascending from 0), read
-    memory-mapped in blocks of whole documents of about `block_tokens` tokens. `modality` says whether the
+    in blocks of whole documents of about `block_tokens` tokens (read, not mapped: mapped pages would count
+    towards the build's memory budget). `modality` says whether the
     ids are text tokens or image tokens (e.g. 32 SEED codes per image, pre-computed on a GPU)."""
 
     path: Path
@@ -314,45 +315,48 @@ class TokenShardSource:
         """Always 0: a token shard references no image files."""
         return 0
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        dtype = np.dtype(TOKEN_SUFFIXES[self.path.suffix]).newbyteorder("<")
+    def _offsets(self) -> tuple[int, np.ndarray]:
+        """The shard's token count and its document offsets (memory-mapped)."""
+        itemsize = np.dtype(TOKEN_SUFFIXES[self.path.suffix]).itemsize
         for p in (self.path, self.offsets_path):
             if not p.is_file():
                 raise CorpusError(f"{p}: missing (a token shard needs its tokens and its .offsets file)")
         size = self.path.stat().st_size
-        if size % dtype.itemsize:
-            raise CorpusError(f"{self.path}: {size} bytes is not a whole number of {dtype.itemsize}-byte tokens")
-        tokens = np.memmap(self.path, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
+        if size % itemsize:
+            raise CorpusError(f"{self.path}: {size} bytes is not a whole number of {itemsize}-byte tokens")
+        n_tokens = size // itemsize
         osize = self.offsets_path.stat().st_size
         if osize % 8:
             raise CorpusError(f"{self.offsets_path}: {osize} bytes is not a whole number of int64 offsets")
         offsets = np.memmap(self.offsets_path, dtype="<i8", mode="r") if osize else np.zeros(0, "<i8")
-        if len(offsets) and (offsets[0] != 0 or offsets[-1] > len(tokens)):
-            raise CorpusError(f"{self.offsets_path}: offsets must start at 0 and stay within {len(tokens)} tokens")
-        return tokens, offsets
+        if len(offsets) and (offsets[0] != 0 or offsets[-1] > n_tokens):
+            raise CorpusError(f"{self.offsets_path}: offsets must start at 0 and stay within {n_tokens} tokens")
+        return n_tokens, offsets
 
     def blocks(self) -> Iterator[TokenBlock]:
         """Blocks of whole documents (a single document longer than block_tokens is a block of its own)."""
-        tokens, offsets = self._arrays()
+        n_tokens, offsets = self._offsets()
         seed = TEXT_SEED if self.modality == "text" else IMAGE_SEED
         native = np.dtype(TOKEN_SUFFIXES[self.path.suffix])
+        stored = native.newbyteorder("<")
         n_docs = len(offsets)
         first = 0
-        while first < n_docs:
-            start = int(offsets[first])
-            # Whole documents ending within block_tokens of `start` (at least one document per block).
-            limit = start + self.block_tokens
-            fits = int(np.searchsorted(offsets, limit, side="right"))
-            last = n_docs if fits == n_docs and len(tokens) <= limit else fits - 1
-            last = max(last, first + 1)
-            end = int(offsets[last]) if last < n_docs else len(tokens)
-            doc_offs = np.asarray(offsets[first:last], dtype=np.int64) - start
-            if np.any(np.diff(doc_offs) < 0):
-                raise CorpusError(f"{self.offsets_path}: offsets decrease within documents {first}..{last - 1}")
-            block_tokens = np.empty(end - start, native)  # a native-order copy of the mapped slice
-            block_tokens[:] = tokens[start:end]
-            yield TokenBlock(block_tokens, doc_offs, seed, _DocIds(self.path.name, first, last - first))
-            first = last
+        with open(self.path, "rb") as f:
+            while first < n_docs:
+                start = int(offsets[first])
+                # Whole documents ending within block_tokens of `start` (at least one document per block).
+                limit = start + self.block_tokens
+                fits = int(np.searchsorted(offsets, limit, side="right"))
+                last = n_docs if fits == n_docs and n_tokens <= limit else fits - 1
+                last = max(last, first + 1)
+                end = int(offsets[last]) if last < n_docs else n_tokens
+                doc_offs = np.asarray(offsets[first:last], dtype=np.int64) - start
+                if np.any(np.diff(doc_offs) < 0):
+                    raise CorpusError(f"{self.offsets_path}: offsets decrease within documents {first}..{last - 1}")
+                f.seek(start * native.itemsize)
+                block_tokens = np.fromfile(f, dtype=stored, count=end - start).astype(native, copy=False)
+                yield TokenBlock(block_tokens, doc_offs, seed, _DocIds(self.path.name, first, last - first))
+                first = last
 
 
 def write_token_shard(path: Path, docs: Sequence[np.ndarray], dtype: type = np.uint32) -> None:

@@ -120,6 +120,11 @@ def _partition_of(hashes: np.ndarray, settings: IndexSettings) -> np.ndarray:
 # ---------------------------------------------------------------- map and reduce (shared with the Ray engine)
 
 
+def segment_file(partition: int) -> str:
+    """The file name of a partition's segment inside a generation folder."""
+    return f"p{partition:05d}.seg"
+
+
 def _safe_name(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[-60:]
     return f"{slug}-{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}"
@@ -325,9 +330,9 @@ class NgramIndex:
             else:
                 raise NgramIndexError(f"unknown engine {engine!r} (expected 'local' or 'ray')")
             segs = {
-                str(p): f"seg/{gen_name}/p{p:05d}.seg"
+                str(p): f"seg/{gen_name}/{segment_file(p)}"
                 for p in range(self.settings.partitions)
-                if (seg_dir / f"p{p:05d}.seg").exists()
+                if (seg_dir / segment_file(p)).exists()
             }
             counted = {k: int(stats[k]) for k in ("tokens", "docs", "windows", "missing_images")}
             manifest = dict(self._manifest)
@@ -347,7 +352,7 @@ class NgramIndex:
         stats = _map_sources(sources, run_dir / "local", self.settings, progress)
         seg_dir.mkdir(parents=True, exist_ok=True)
         by_part = runs_by_partition(run_dir, self.settings)
-        jobs = [(runs, seg_dir / f"p{p:05d}.seg") for p, runs in enumerate(by_part) if runs]
+        jobs = [(runs, seg_dir / segment_file(p)) for p, runs in enumerate(by_part) if runs]
         with (
             ThreadPoolExecutor(self.settings.threads) as pool,
             tqdm(total=len(jobs), desc="reduce", unit="part", disable=not progress) as bar,
@@ -372,7 +377,7 @@ class NgramIndex:
                 for part, rel in gen["segments"].items():
                     by_part[int(part)].append(self.path / rel)
             with ThreadPoolExecutor(self.settings.threads) as pool:
-                list(pool.map(lambda p: _merge(by_part[p], seg_dir / f"p{p:05d}.seg", self.settings, p), by_part))
+                list(pool.map(lambda p: _merge(by_part[p], seg_dir / segment_file(p), self.settings, p), by_part))
             old_dirs = {(self.path / rel).parent for gen in gens for rel in gen["segments"].values()}
             manifest = dict(self._manifest)
             manifest["generations"] = [
@@ -381,7 +386,7 @@ class NgramIndex:
                     "kind": "compact",
                     "sources": [s for gen in gens for s in gen["sources"]],
                     **{k: sum(gen[k] for gen in gens) for k in ("tokens", "docs", "windows", "missing_images")},
-                    "segments": {str(p): f"seg/{gen_name}/p{p:05d}.seg" for p in sorted(by_part)},
+                    "segments": {str(p): f"seg/{gen_name}/{segment_file(p)}" for p in sorted(by_part)},
                 }
             ]
             manifest["next_generation"] = gen_id + 1

@@ -21,7 +21,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fastmmeval.contam.index import IndexSettings, ShardSource, map_shard, reduce_partition, runs_by_partition
+from fastmmeval.contam.index import (
+    IndexSettings,
+    ShardSource,
+    map_shard,
+    reduce_partition,
+    runs_by_partition,
+    segment_file,
+)
 from fastmmeval.errors import FastmmevalError
 
 # A crashed map task is rerun (map_shard starts by clearing its own run folder); a reduce task consumes its
@@ -93,7 +100,7 @@ def run(
         seg_dir.mkdir(parents=True, exist_ok=True)
         reduce_task = ray.remote(num_cpus=1, memory=task_settings.memory_bytes, max_retries=0)(reduce_partition)
         reduces = {
-            reduce_task.remote(runs, seg_dir / f"p{p:05d}.seg", task_settings): f"reduce of partition {p}"
+            reduce_task.remote(runs, seg_dir / segment_file(p), task_settings): f"reduce of partition {p}"
             for p, runs in enumerate(runs_by_partition(run_dir, settings))
             if runs
         }
