@@ -27,6 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
 from fastmmeval.contam.index import TokenBlock
 from fastmmeval.errors import FastmmevalError
+from fastmmeval.tasks.sources import iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
 TOKEN_SUFFIXES = {".u16": np.uint16, ".u32": np.uint32}
@@ -153,15 +154,8 @@ class RecordSource:
             for i, obj in enumerate(iter_json_array(self.path)):
                 yield _llava_record(obj, self.path, i)
         elif self.format == "jsonl":
-            with open(self.path, encoding="utf-8") as f:
-                for i, line in enumerate(f):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise CorpusError(f"{self.path}:{i + 1}: invalid JSON ({e.msg})") from None
-                    yield self._row_record(row, f"{self.path}:{i + 1}", i)
+            for i, (lineno, row) in enumerate(iter_jsonl(self.path, CorpusError)):
+                yield self._row_record(row, f"{self.path}:{lineno}", i)
         else:
             import pyarrow.parquet as pq
 

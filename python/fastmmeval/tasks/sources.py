@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.errors import ConfigError
+from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks.config import DatasetSpec
 
@@ -82,7 +82,7 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
             raise ConfigError(f"dataset file not found: {f}")
         digest.update(f.read_bytes())
         if f.suffix in (".jsonl", ".json"):
-            rows.extend(_read_jsonl(f))
+            rows.extend(row for _, row in iter_jsonl(f))
         elif f.suffix == ".parquet":
             import pyarrow.parquet as pq
 
@@ -94,20 +94,20 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
     return Rows(rows, image_root, identity)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
+def iter_jsonl(path: Path, error: type[FastmmevalError] = ConfigError) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON Lines file, read lazily; a line that is not a
+    JSON object raises `error` naming the file and line."""
+    with Path(path).open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                raise error(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
             if not isinstance(row, dict):
-                raise ConfigError(f"{path}:{lineno}: each line must be a JSON object")
-            rows.append(row)
-    return rows
+                raise error(f"{path}:{lineno}: each line must be a JSON object")
+            yield lineno, row
 
 
 def _pick_split(data: Any, split: str, where: str) -> Any:
