@@ -255,8 +255,9 @@ struct TokenView {
 };
 
 TokenView token_view(const std::string& fn, const py::array& tokens, const i64_array& doc_offsets) {
-  const bool u16 = tokens.dtype().is(py::dtype::of<uint16_t>());
-  if (!u16 && !tokens.dtype().is(py::dtype::of<uint32_t>())) throw py::type_error(fn + ": tokens must be uint16 or uint32");
+  // equal, not is: a '<u2' dtype made by newbyteorder is an equivalent but distinct object.
+  const bool u16 = tokens.dtype().equal(py::dtype::of<uint16_t>());
+  if (!u16 && !tokens.dtype().equal(py::dtype::of<uint32_t>())) throw py::type_error(fn + ": tokens must be uint16 or uint32");
   if (tokens.ndim() != 1 || doc_offsets.ndim() != 1) throw py::value_error(fn + ": tokens and doc_offsets must be 1-D");
   if (!(tokens.flags() & py::array::c_style)) throw py::value_error(fn + ": tokens must be C-contiguous");
   const auto n_tokens = static_cast<size_t>(tokens.size());

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <exception>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -15,37 +13,44 @@
 
 namespace fastmmeval::ngram {
 
-namespace {
-// Buckets for every partition plus one bucket of sort scratch per thread share the budget.
-size_t bucket_capacity(const MapperConfig& c) {
-  const size_t parts = size_t{1} << c.partition_bits;
-  // 85%: the rest of the process (interpreter, blocks being read, write buffers) lives in the same budget.
-  return std::max<size_t>(1024, c.memory_bytes / 100 * 85 / sizeof(uint64_t) / (parts + std::max(1u, c.threads)));
-}
-}  // namespace
-
-Mapper::Mapper(MapperConfig config)
-    : config_(std::move(config)),
-      shift_(64 - config_.partition_bits),
-      bucket_cap_(bucket_capacity(config_)),
-      storage_(new uint64_t[(size_t{1} << config_.partition_bits) * bucket_cap_]),
-      tmp_(new uint64_t[std::max(1u, config_.threads) * bucket_cap_]) {
-  config_.threads = std::max(1u, config_.threads);
+Mapper::Mapper(MapperConfig config) : config_(std::move(config)), shift_(63 - config_.partition_bits) {
+  const size_t threads = config_.threads = std::max(1u, config_.threads);
   const size_t parts = size_t{1} << config_.partition_bits;
-  sizes_.assign(parts, 0);
+  // 85%: the rest of the process (interpreter, blocks being read, write buffers) lives in the same budget.
+  const size_t keys = std::max<size_t>(config_.memory_bytes / 100 * 85 / sizeof(uint64_t), 1 << 16);
+  // Chunks of up to 64 KiB (long enough to stream), small enough that the pool holds 8 per thread and
+  // partition: a partition's last, partly filled chunks waste little.
+  chunk_ = 64;
+  while (chunk_ < 8192 && 2 * chunk_ * 8 * parts * threads <= keys) chunk_ *= 2;
+  // A partition spills alone at about twice its even share, and sorting it takes twice its size of
+  // scratch per thread; with few partitions the cap is lower, so the pool keeps at least half the budget.
+  const size_t cap = std::min(2 * keys / (parts + 4 * threads), keys / (4 * threads));
+  slot_chunks_ = std::max<size_t>(1, cap / threads / chunk_);
+  scratch_ = 2 * threads * slot_chunks_ * chunk_;
+  // Below two chunks per thread and partition every chunk would spill at once: such budgets are exceeded.
+  const size_t pool = std::max(2 * threads * parts, (keys - std::min(keys, threads * scratch_)) / chunk_);
+  storage_.reset(new uint64_t[pool * chunk_]);
+  tmp_.reset(new uint64_t[threads * scratch_]);
+  free_.resize(pool);
+  for (size_t c = 0; c < pool; ++c) free_[c] = static_cast<uint32_t>(c);
+  chunks_.resize(threads * parts);
+  pos_.assign(threads * parts, nullptr);
+  end_.assign(threads * parts, nullptr);
   seq_.assign(parts, 0);
+  staging_.resize(threads);
+  doc_tmp_.resize(threads);
   runs_.resize(parts);
 }
 
 namespace {
-constexpr size_t kPiece = size_t{1} << 16;  // windows hashed per hand-off to the scattering thread
+constexpr size_t kPiece = size_t{1} << 16;  // windows a thread hashes, then scatters, at a time
 
 // Windows [begin, begin + windows) of one document, as token offsets.
 struct Span {
   size_t begin, windows;
 };
 
-// Consecutive spans [first, last), about kPiece windows together: one hand-off. With dedup every span is
+// Consecutive spans [first, last), about kPiece windows together: one piece. With dedup every span is
 // a whole document (so a piece may be larger); otherwise long documents are cut into several spans.
 struct Piece {
   size_t first, last, windows;
@@ -94,83 +99,83 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
     }
     return k;
   };
-  // Producers hash pieces into staging slots (piece i into slot i % slots; producer j owns pieces
-  // j, j + producers, ..., so it alternates between two slots); this thread scatters them in order.
-  const size_t producers = std::min<size_t>(config_.threads - 1, pieces.size() - 1);
-  const size_t slots = std::max<size_t>(1, 2 * producers);
-  staging_.resize(std::max(staging_.size(), slots));
-  std::vector<size_t> filled(slots, 0);
-  if (producers == 0) {
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      const size_t count = hash_piece(i, staging_[0], doc_tmp_);
-      for (size_t k = 0; k < count; ++k) push(staging_[0][k]);
-    }
-    return;
+  // Every thread takes the next piece, hashes it into its staging buffer and scatters it into its own
+  // chunks. A thread that gets no chunk (the pool is used up, or its partition is at its cap) stops
+  // there; the others stop after their current piece, partitions are spilled (on all threads), and the
+  // round starts again with the interrupted pieces finished first.
+  const unsigned threads = static_cast<unsigned>(std::min<size_t>(config_.threads, pieces.size()));
+  std::atomic<size_t> next{0};
+  std::vector<size_t> done(threads, 0), filled(threads, 0);  // thread t has scattered done[t] of filled[t]
+  for (;;) {
+    std::atomic<bool> full{false}, failed{false};
+    std::exception_ptr error;
+    auto work = [&](unsigned t) {
+      try {
+        for (;;) {
+          done[t] = scatter(t, staging_[t].data(), done[t], filled[t]);
+          if (done[t] < filled[t]) {
+            full = true;
+            return;
+          }
+          const size_t i = full || failed ? pieces.size() : next++;
+          if (i >= pieces.size()) return;
+          filled[t] = hash_piece(i, staging_[t], doc_tmp_[t]);
+          done[t] = 0;
+        }
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
+    if (!full) return;
+    // A used-up pool spills every partition (one run each); a partition at its cap (a few n-grams
+    // repeated very often) spills alone, so the others keep one run each.
+    spill_all(free_next_ >= free_.size());
   }
-  std::vector<char> ready(slots, 0);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool abort = false;
-  auto produce = [&](size_t j) {
-    std::vector<uint64_t> tmp;
-    for (size_t i = j; i < pieces.size(); i += producers) {
-      const size_t slot = i % slots;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return !ready[slot] || abort; });
-        if (abort) return;
-      }
-      filled[slot] = hash_piece(i, staging_[slot], tmp);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ready[slot] = 1;
-      }
-      cv.notify_all();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t j = 0; j < producers; ++j) pool.emplace_back(produce, j);
-  try {
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      const size_t slot = i % slots;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return ready[slot] != 0; });
-      }
-      const uint64_t* in = staging_[slot].data();
-      for (size_t k = 0; k < filled[slot]; ++k) push(in[k]);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ready[slot] = 0;
-      }
-      cv.notify_all();
-    }
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      abort = true;
-    }
-    cv.notify_all();
-    for (std::thread& t : pool) t.join();
-    throw;
-  }
-  for (std::thread& t : pool) t.join();
 }
 
 template void Mapper::add<uint16_t>(const uint16_t*, size_t, const int64_t*, size_t, uint64_t);
 template void Mapper::add<uint32_t>(const uint32_t*, size_t, const int64_t*, size_t, uint64_t);
 
-void Mapper::bucket_full(size_t) {
-  // Near-uniform hashes fill all buckets together: spill every nearly full one, in parallel. Buckets
-  // that fill early (a few n-grams repeated very often) spill alone, so the others keep one run each.
-  spill_all(bucket_cap_ - bucket_cap_ / 8);
+size_t Mapper::scatter(unsigned t, const uint64_t* in, size_t k, size_t count) {
+  const size_t first = t * seq_.size();
+  uint64_t** pos = pos_.data() + first;
+  uint64_t* const* end = end_.data() + first;
+  for (; k < count; ++k) {
+    const uint64_t h = in[k];
+    const size_t p = static_cast<size_t>((h >> shift_) >> 1);
+    if (pos[p] == end[p] && !new_chunk(first + p)) break;
+    *pos[p]++ = h;
+  }
+  return k;
+}
+
+bool Mapper::new_chunk(size_t slot) {
+  if (chunks_[slot].size() == slot_chunks_) return false;
+  const size_t i = free_next_++;
+  if (i >= free_.size()) return false;
+  chunks_[slot].push_back(free_[i]);
+  pos_[slot] = storage_.get() + size_t{free_[i]} * chunk_;
+  end_[slot] = pos_[slot] + chunk_;
+  return true;
 }
 
 void Mapper::spill(size_t p, uint64_t* tmp) {
-  const size_t size = sizes_[p];
-  if (size == 0) return;
-  uint64_t* bucket = storage_.get() + p * bucket_cap_;
-  radix_sort(bucket, tmp, size, shift_);
+  const size_t parts = seq_.size();
+  size_t keys = 0;
+  for (size_t slot = p; slot < chunks_.size(); slot += parts) {
+    for (const uint32_t c : chunks_[slot]) {
+      const uint64_t* begin = storage_.get() + size_t{c} * chunk_;
+      const size_t size = c == chunks_[slot].back() ? static_cast<size_t>(pos_[slot] - begin) : chunk_;
+      std::copy(begin, begin + size, tmp + keys);
+      keys += size;
+    }
+  }
+  radix_sort(tmp, tmp + keys, keys, 64 - config_.partition_bits);
   char name[32];
   std::snprintf(name, sizeof name, "p%05zu-%06u.run", p, seq_[p]++);
   const std::string path = config_.prefix + name;
@@ -178,10 +183,10 @@ void Mapper::spill(size_t p, uint64_t* tmp) {
   SegmentWriter writer(tmp_path, SegmentKind{config_.n, config_.threshold, config_.partition_bits,
                                              static_cast<uint32_t>(p), config_.dedup});
   const unsigned cap = config_.threshold + 1;
-  for (size_t k = 0; k < size;) {
+  for (size_t k = 0; k < keys;) {
     size_t j = k + 1;
-    while (j < size && bucket[j] == bucket[k]) ++j;
-    writer.add(bucket[k], static_cast<uint8_t>(std::min<size_t>(j - k, cap)));
+    while (j < keys && tmp[j] == tmp[k]) ++j;
+    writer.add(tmp[k], static_cast<uint8_t>(std::min<size_t>(j - k, cap)));
     k = j;
   }
   writer.finish();
@@ -189,13 +194,19 @@ void Mapper::spill(size_t p, uint64_t* tmp) {
     throw std::runtime_error(path + ": cannot rename run into place");
   }
   runs_[p].push_back(path);
-  sizes_[p] = 0;
 }
 
-void Mapper::spill_all(size_t at_least) {
+void Mapper::spill_all(bool everything) {
+  const size_t parts = seq_.size();
   std::vector<size_t> chosen;
-  for (size_t p = 0; p < sizes_.size(); ++p) {
-    if (sizes_[p] > 0 && sizes_[p] >= at_least) chosen.push_back(p);
+  for (size_t p = 0; p < parts; ++p) {
+    for (size_t slot = p; slot < chunks_.size(); slot += parts) {
+      const bool capped = chunks_[slot].size() == slot_chunks_ && pos_[slot] == end_[slot];
+      if (everything ? !chunks_[slot].empty() : capped) {
+        chosen.push_back(p);
+        break;
+      }
+    }
   }
   std::atomic<size_t> next{0};
   std::exception_ptr error;
@@ -203,7 +214,7 @@ void Mapper::spill_all(size_t at_least) {
   auto work = [&](unsigned t) {
     for (size_t i; !failed && (i = next++) < chosen.size();) {
       try {
-        spill(chosen[i], tmp_.get() + t * bucket_cap_);
+        spill(chosen[i], tmp_.get() + t * scratch_);
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
       }
@@ -215,10 +226,23 @@ void Mapper::spill_all(size_t at_least) {
   work(0);
   for (std::thread& th : pool) th.join();
   if (error) std::rethrow_exception(error);
+  // Freed chunks (their pages already touched) are handed out before those never used.
+  std::vector<uint32_t> free;
+  for (const size_t p : chosen) {
+    for (size_t slot = p; slot < chunks_.size(); slot += parts) {
+      free.insert(free.end(), chunks_[slot].begin(), chunks_[slot].end());
+      chunks_[slot].clear();
+      pos_[slot] = end_[slot] = nullptr;
+    }
+  }
+  free.insert(free.end(), free_.begin() + static_cast<std::ptrdiff_t>(std::min(free_next_.load(), free_.size())),
+              free_.end());
+  free_ = std::move(free);
+  free_next_ = 0;
 }
 
 std::vector<std::string> Mapper::finish() {
-  spill_all(0);
+  spill_all(true);
   std::vector<std::string> all;
   for (const auto& paths : runs_) all.insert(all.end(), paths.begin(), paths.end());
   return all;

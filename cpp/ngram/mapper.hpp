@@ -1,7 +1,8 @@
-// The map step of an index build: hash windows, scatter by top hash bits into partition buckets, and
-// spill buckets as sorted runs of saturated counts (segment files) within a memory budget, sorting and
-// writing partitions on several threads.
+// The map step of an index build: hash windows, scatter them by top hash bits into partitions, and spill
+// partitions as sorted runs of saturated counts (segment files) within a memory budget. Every thread
+// hashes and scatters its own share of the windows; spills sort and write partitions on all threads.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,25 +32,29 @@ class Mapper {
   uint64_t windows() const { return windows_; }
 
  private:
-  void push(uint64_t h) {
-    const size_t p = shift_ < 64 ? static_cast<size_t>(h >> shift_) : 0;
-    uint64_t* bucket = storage_.get() + p * bucket_cap_;
-    bucket[sizes_[p]] = h;
-    if (++sizes_[p] == bucket_cap_) bucket_full(p);
-  }
-  void bucket_full(size_t p);
+  // Scatters in[k, count) into thread t's chunks; stops early (returning where) when it gets no chunk.
+  size_t scatter(unsigned t, const uint64_t* in, size_t k, size_t count);
+  bool new_chunk(size_t slot);  // gives slot (thread x partition) a fresh chunk; false if none may be had
   void spill(size_t p, uint64_t* tmp);
-  void spill_all(size_t at_least);  // spills, in parallel, every bucket holding at least that many
+  void spill_all(bool everything);  // spills, in parallel, every non-empty partition or those at their cap
 
   MapperConfig config_;
-  unsigned shift_;
-  size_t bucket_cap_;
-  std::unique_ptr<uint64_t[]> storage_;  // partitions x bucket_cap_, pages touched only as filled
-  std::unique_ptr<uint64_t[]> tmp_;      // sort scratch: one bucket per thread
-  std::vector<size_t> sizes_;
+  unsigned shift_;           // a hash's partition is (h >> shift_) >> 1 (0 without partition bits)
+  size_t chunk_;             // keys per chunk
+  size_t slot_chunks_;       // chunks one thread may hold for one partition before it must spill
+  size_t scratch_;           // keys of sort scratch per thread
+  // Keys wait in a pool of chunks, pages touched only as used: partitions take chunks as they grow, so
+  // skewed ones do not leave the budget idle. Slot t * partitions + p lists the chunks thread t filled
+  // for partition p; its last one is being filled, pos_ and end_ bound its free part.
+  std::unique_ptr<uint64_t[]> storage_;
+  std::unique_ptr<uint64_t[]> tmp_;  // sort scratch: scratch_ keys per thread
+  std::vector<uint32_t> free_;       // chunks not in use; free_[free_next_, ...) may still be taken
+  std::atomic<size_t> free_next_{0};
+  std::vector<std::vector<uint32_t>> chunks_;
+  std::vector<uint64_t*> pos_, end_;
   std::vector<uint32_t> seq_;
-  std::vector<std::vector<uint64_t>> staging_;  // hashed pieces waiting to be scattered
-  std::vector<uint64_t> doc_tmp_;                // sort scratch of the dedup step on this thread
+  std::vector<std::vector<uint64_t>> staging_;  // per thread: the hashes of the piece it scatters
+  std::vector<std::vector<uint64_t>> doc_tmp_;  // per thread: sort scratch of the dedup step
   std::vector<std::vector<std::string>> runs_;  // per partition
   uint64_t windows_ = 0;
 };

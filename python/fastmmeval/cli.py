@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
 
 # Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
-FLOWS: dict[str, str] = {"lite": "fastmmeval.lite.cli", "contam": "fastmmeval.contam.cli"}
+FLOWS: dict[str, str] = {"lite": "fastmmeval.lite.cli", "contam": "fastmmeval.contam.cli",
+                         "serve": "fastmmeval.serve.cli", "judge": "fastmmeval.judge.cli"}
 SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
 
 
@@ -29,7 +30,12 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
     p.add_argument("--tasks", required=True, help="comma-separated task or group names")
     p.add_argument("--limit", type=int, default=None, help="only the first N docs of each task")
-    p.add_argument("--batch_size", type=int, default=1, help="requests per model call")
+    p.add_argument(
+        "--batch_size",
+        type=int,
+        default=None,
+        help="requests per model call (default: the backend's own: 1 for local models, 4 x max_concurrency for APIs)",
+    )
     p.add_argument("--output_path", type=Path, default=Path("runs"), help="folder for run folders")
     p.add_argument(
         "--log_samples",
@@ -47,6 +53,9 @@ def _run_parser(sub: Any) -> None:
         help="continue the newest run with the same settings (or the run folder given)",
     )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
+    p.add_argument("--judge_model", default=None, help="backend of the judge for judged tasks (e.g. openai)")
+    p.add_argument("--judge_args", default="", help="k=v,... for the judge backend (base_url, model, api_key_env)")
+    p.add_argument("--judge_config", type=Path, default=None, help="JSON/YAML file listing judges (name, model, args)")
     p.add_argument(
         "--num_processes",
         type=int,
@@ -91,7 +100,11 @@ def results_table(results: dict[str, Any]) -> Table:
         for metric, v in r["metrics"].items():
             value = "n/a" if v["value"] is None else f"{v['value']:.4f}"
             stderr = "n/a" if v["stderr"] is None else f"{v['stderr']:.4f}"
-            table.add_row(name, str(r["version"]), mode, str(r["n"]), str(r["n_failed"]), metric, value, stderr)
+            failed = str(r["n_failed"])
+            judge_failed = sum(r.get("failed_judgments", {}).get(use, 0) for use in (metric, "extract"))
+            if judge_failed:
+                failed += f" +{judge_failed} judge"
+            table.add_row(name, str(r["version"]), mode, str(r["n"]), failed, metric, value, stderr)
     return table
 
 
@@ -119,6 +132,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
     from fastmmeval.evaluate import RunConfig, evaluate
+    from fastmmeval.judge.judge import describe, judge_specs
 
     config = RunConfig(
         model=args.model,
@@ -128,6 +142,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
         seed=args.seed,
         bootstrap_iters=args.bootstrap_iters,
         include_path=[str(Path(p).resolve()) for p in args.include_path],
+        judges=describe(judge_specs(args.judge_model, args.judge_args, args.judge_config)),
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
     run, results = evaluate(

@@ -20,8 +20,12 @@ from tqdm import tqdm
 import fastmmeval
 from fastmmeval.distributed import ONE_PROCESS, Ranks
 from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.judge.agreement import agreement
+from fastmmeval.judge.judge import Judge, Verdict, from_described
+from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, judged_score, needs_judge
 from fastmmeval.metrics import overall_score, summarize
 from fastmmeval.models import MODELS, Model, parse_model_args
+from fastmmeval.models.base import add_usage
 from fastmmeval.protocol import Doc, Request, Response
 from fastmmeval.results import RunDir
 from fastmmeval.tasks.catalog import Catalog
@@ -93,7 +97,9 @@ def _call_model(model: Model, requests: list[Request]) -> dict[str, Response]:
     return out
 
 
-def _sample(task: Task, item: Prepared, response: Response | None) -> dict[str, Any]:
+def _sample(
+    task: Task, item: Prepared, response: Response | None, verdicts: dict[str, list[Verdict]] | None = None
+) -> dict[str, Any]:
     sample: dict[str, Any] = {"doc_id": item.ref.id, "doc_index": item.ref.index}
     if item.request is not None:
         sample["request_kind"] = item.request.kind
@@ -111,7 +117,10 @@ def _sample(task: Task, item: Prepared, response: Response | None) -> dict[str, 
         sample["logprobs"] = response.logprobs
         sample["is_greedy"] = response.is_greedy
     try:
-        sample.update(task.score(item.doc, response))
+        if verdicts is None:
+            sample.update(task.score(item.doc, response))
+        else:
+            sample.update(judged_score(task, item.doc, response, verdicts))
     except DocError as e:
         return {**sample, "failed": str(e)}
     sample["failed"] = None
@@ -121,6 +130,44 @@ def _sample(task: Task, item: Prepared, response: Response | None) -> dict[str, 
 def _evaluate_batch(model: Model, task: Task, batch: list[Prepared]) -> list[dict[str, Any]]:
     responses = _call_model(model, [item.request for item in batch if item.request is not None])
     return [_sample(task, item, responses.get(item.request.id) if item.request else None) for item in batch]
+
+
+MAX_JUDGING_BATCHES = 64  # inference waits for the judges when this many batches await judgment
+
+
+def _judged_samples(
+    model: Model, task: Task, batches: Iterator[list[Prepared]], panel: JudgePanel
+) -> Iterator[list[dict[str, Any]]]:
+    """Each batch's samples, in order, once the judges have graded it: a batch's answers go to the
+    judges at once, and the model goes on with the next batches while they work."""
+    pending: deque[tuple[list[Prepared], dict[str, Response], Judging]] = deque()
+    for batch in batches:
+        responses = _call_model(model, [item.request for item in batch if item.request is not None])
+        calls = []
+        for item in batch:
+            response = responses.get(item.request.id) if item.request is not None else None
+            if response is None or response.error is not None or item.doc is None:
+                continue
+            try:
+                uses = judge_calls(task, item.doc, item.request, response)
+            except DocError:
+                continue  # _sample records the same error as the doc's failure
+            calls.extend((item.ref.id, use, prompt, case) for use, prompt, case in uses)
+        pending.append((batch, responses, panel.submit(calls)))
+        while pending and (pending[0][2].done() or len(pending) > MAX_JUDGING_BATCHES):
+            yield _finish_judged(task, *pending.popleft())
+    while pending:
+        yield _finish_judged(task, *pending.popleft())
+
+
+def _finish_judged(
+    task: Task, batch: list[Prepared], responses: dict[str, Response], judging: Judging
+) -> list[dict[str, Any]]:
+    verdicts = judging.result()
+    return [
+        _sample(task, item, responses.get(item.request.id) if item.request else None, verdicts.get(item.ref.id, {}))
+        for item in batch
+    ]
 
 
 def run_task(
@@ -135,9 +182,13 @@ def run_task(
     progress: bool = True,
     bootstrap_iters: int = 1000,
     ranks: Ranks = ONE_PROCESS,
+    judges: JudgePanel | None = None,
 ) -> dict[str, Any]:
     """Evaluate one task, skipping docs whose samples the run already holds; returns its results.
-    With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples."""
+    With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples.
+    A task with judge metrics or judge-assisted extraction is graded by `judges` as it goes."""
+    if needs_judge(task) and (judges is None or ranks.world_size > 1):
+        raise ConfigError(_judge_needed([task.name]))
     refs = task.doc_refs(limit)
     done = run.completed(task.name) if ranks.is_main else {}
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
@@ -146,16 +197,27 @@ def run_task(
     batches = _batches(mine, batch_size)
     show = progress and ranks.is_main
     with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not show) as bar:
-        # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
-        for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
-            gathered = ranks.share(_evaluate_batch(model, task, next(batches, [])))
-            samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
-            if ranks.is_main:
+        if judges is not None and needs_judge(task):  # one process (checked above)
+            for samples in _judged_samples(model, task, batches, judges):
                 run.append(task.name, samples)
                 done.update((s["doc_id"], s) for s in samples)
-            bar.update(len(samples))
+                bar.update(len(samples))
+        else:
+            # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
+            for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
+                gathered = ranks.share(_evaluate_batch(model, task, next(batches, [])))
+                samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
+                if ranks.is_main:
+                    run.append(task.name, samples)
+                    done.update((s["doc_id"], s) for s in samples)
+                bar.update(len(samples))
     results = aggregate(task, [done[r.id] for r in refs], bootstrap_iters, seed) if ranks.is_main else None
     return ranks.share(results)[0]
+
+
+def _judge_needed(tasks: list[str]) -> str:
+    return (f"task(s) {', '.join(tasks)} need a judge: pass --judge_model/--judge_args or --judge_config "
+            "(judged tasks run in one process, without --num_processes)")
 
 
 def _failure_kind(reason: str) -> str:
@@ -186,8 +248,18 @@ def aggregate(
         "headline_metric": task.config.metrics[0] if task.config.metrics else None,
         "metrics": {},
     }
+    judged = [s for s in scored if s.get("judgments")]
+    if judged or needs_judge(task):
+        uses = sorted({use for s in judged for use in s["judgments"]})
+        out["failed_judgments"] = {
+            use: sum(1 for s in judged if next(iter(s["judgments"].get(use, {}).values()), {}).get("error"))
+            for use in uses
+        }
+        asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
+        out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
+        out["judge_agreement"] = agreement(judged)
     for metric in task.metrics:
-        items = [s["metrics"][metric.name] for s in scored]
+        items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
             finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
             out["metrics"][name] = finite
@@ -207,6 +279,7 @@ class RunConfig:
     seed: int = 0
     include_path: list[str] = field(default_factory=list)
     bootstrap_iters: int = 1000
+    judges: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _versions() -> dict[str, str]:
@@ -248,14 +321,15 @@ def evaluate(
     config: RunConfig,
     *,
     output_path: Path,
-    batch_size: int = 1,
+    batch_size: int | None = None,
     resume: bool | Path = False,
     progress: bool = True,
     command: list[str] | None = None,
     ranks: Ranks = ONE_PROCESS,
 ) -> tuple[RunDir, dict[str, Any]]:
     """Run `config` and write its run folder; with `resume`, continue the newest matching run
-    under `output_path` (or the run folder given) instead of starting over. With several `ranks`
+    under `output_path` (or the run folder given) instead of starting over. `batch_size` None: the
+    model's own default. With several `ranks`
     (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes the
     run folder, and all return its results; a failure on any rank fails all of them."""
     with ranks.guard():
@@ -265,7 +339,7 @@ def evaluate(
 def _evaluate(
     config: RunConfig,
     output_path: Path,
-    batch_size: int,
+    batch_size: int | None,
     resume: bool | Path,
     progress: bool,
     command: list[str] | None,
@@ -283,7 +357,12 @@ def _evaluate(
             changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]
             raise ConfigError(f"{run.root}: task(s) {', '.join(changed)} changed since this run began; start a new run")
     _seed_everything(config.seed)
+    judged = [t.name for t in tasks if needs_judge(t)]
+    if judged and (not config.judges or ranks.world_size > 1):
+        raise ConfigError(_judge_needed(judged))  # before any model time is spent
     model = model_cls.from_args(model_args)
+    batch_size = batch_size or model.default_batch_size()
+    panel = JudgePanel([Judge(s) for s in from_described(config.judges)]) if config.judges and ranks.is_main else None
     # Once every rank has its model, the others may read the data rank 0 has loaded (and built).
     run = RunDir(ranks.share(run.root if ranks.is_main else None)[0])
     if ranks.is_main:
@@ -295,6 +374,7 @@ def _evaluate(
             "versions": _versions(),
             "git": _git_hash(),
             "model_fingerprint": model.fingerprint(),
+            "judge_fingerprints": panel.fingerprints() if panel is not None else {},
             "task_fingerprints": fingerprints,
             "resumed": [],
         }
@@ -302,6 +382,7 @@ def _evaluate(
             manifest["resumed"].append(time.strftime("%Y-%m-%dT%H:%M:%S"))
         run.write_json("manifest.json", manifest)
     results: dict[str, Any] = {}
+    earlier = (run.read_json("results.json") or {}) if ranks.is_main else {}
     for task in tasks:
         results[task.name] = run_task(
             model,
@@ -313,12 +394,19 @@ def _evaluate(
             progress=progress,
             bootstrap_iters=config.bootstrap_iters,
             ranks=ranks,
+            judges=panel,
         )
         if ranks.is_main:
             summary: dict[str, Any] = {"results": results, "config": asdict(config), "run_id": run.root.name}
             if len(tasks) > 1 and len(results) == len(tasks):
                 summary["overall"] = overall_score(results)  # equal-weight mean of headline metrics on 0-100
+            if usage := add_usage(earlier.get("usage", {}), model.usage()):
+                summary["usage"] = usage  # a resumed run's calls added to those before it
+            if panel is not None and (judge_usage := panel.usage()):
+                summary["judge_usage"] = judge_usage
             run.write_json("results.json", summary)
+    if panel is not None:
+        panel.close()
     if ranks.is_main:
         manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
         run.write_json("manifest.json", manifest)

@@ -10,7 +10,7 @@ import torch
 from fastmmeval.engine.runner import PrefillBuilder, Runner
 from fastmmeval.engine.sampling import choose_token, cut_at_stop
 from fastmmeval.engine.scheduler import Scheduler
-from fastmmeval.engine.sequence import Sequence
+from fastmmeval.engine.sequence import Sequence, Status
 from fastmmeval.protocol import GenerationSettings
 
 
@@ -99,8 +99,24 @@ class Engine:
             while self.scheduler.has_unfinished():
                 self.step()
         except BaseException:
-            self.scheduler.clear()
-            self.runner.clear()
-            self._generators.clear()
+            self.clear()
             raise
         return seqs
+
+    def abort(self, seq: Sequence) -> None:
+        """Stop a queued or running sequence early (its caller gave up): it finishes as "abort"
+        with the text so far, and its row of the batched cache is freed."""
+        if seq.is_finished:
+            return
+        running = seq.status is Status.RUNNING
+        seq.finish("abort", self.decode(seq.output_ids))
+        self.scheduler.free([seq])
+        if running:
+            self.runner.release([seq.seq_id])
+        self._generators.pop(seq.seq_id, None)
+
+    def clear(self) -> None:
+        """Drop every queued or running sequence, leaving the engine empty."""
+        self.scheduler.clear()
+        self.runner.clear()
+        self._generators.clear()

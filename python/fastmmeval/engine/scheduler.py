@@ -73,12 +73,13 @@ class Scheduler:
         return step
 
     def free(self, finished: list[Sequence]) -> None:
-        """Remove finished sequences from the running set."""
+        """Remove finished (or aborted) sequences from the running and waiting sets."""
         for seq in finished:
             if not seq.is_finished:
                 raise ValueError(f"sequence {seq.seq_id} is {seq.status.value}, not finished")
         gone = {id(s) for s in finished}
         self.running = [s for s in self.running if id(s) not in gone]
+        self.waiting = [s for s in self.waiting if id(s) not in gone]
 
     def clear(self) -> list[Sequence]:
         """Drop every waiting and running sequence (after a failed step); returns them."""

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from fastmmeval.protocol import GenerationSettings
 
-FinishReason = Literal["eos", "stop", "length"]
+FinishReason = Literal["eos", "stop", "length", "abort"]
 
 
 class Status(Enum):

@@ -1,6 +1,7 @@
 """Answer extraction: turn a model's free text into the answer a metric compares."""
 
 # Importing the rule modules registers their extractors.
+from fastmmeval.extract import judge_assisted as _judge_assisted  # noqa: F401
 from fastmmeval.extract import mathvista as _mathvista  # noqa: F401
 from fastmmeval.extract import numbers as _numbers  # noqa: F401
 from fastmmeval.extract import options as _options  # noqa: F401

@@ -60,7 +60,11 @@ class Metric:
     `cluster` names the item field (items are then dicts) holding a cluster id, for metrics whose
     docs are not independent (e.g. the rotations of one MMBench question): the bootstrap resamples
     whole clusters, and each draw of a cluster gets an id of its own, so a cluster drawn twice
-    counts twice in `aggregate`."""
+    counts twice in `aggregate`.
+
+    `judge` names the judge prompt (`fastmmeval.judge.prompts`) whose verdict the metric scores:
+    the evaluator asks the run's judge and passes the verdict's value to `score` in the doc's
+    fields under `JUDGE_VERDICT`; a failed judgment leaves the doc out of this metric."""
 
     name: str
     score: Scorer
@@ -69,6 +73,11 @@ class Metric:
     to_100: Callable[[float], float] | None = percent
     headline: str | None = None
     cluster: str | None = None
+    judge: str | None = None
+
+
+# The field under which a judge metric's `score` finds the judge's verdict value.
+JUDGE_VERDICT = "_judge_verdict"
 
 
 METRICS: Registry[Metric] = Registry("metric")

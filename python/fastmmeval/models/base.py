@@ -45,11 +45,34 @@ class Model(ABC):
     def fingerprint(self) -> dict[str, Any]:
         """What identifies this model's outputs: weights, revisions, settings."""
 
+    def default_batch_size(self) -> int:
+        """Requests per call when `--batch_size` is not given."""
+        return 1
+
+    def usage(self) -> dict[str, Any]:
+        """Counts of what this model has used so far in this process (API calls, tokens, cost),
+        recorded in results.json; empty for backends that count nothing."""
+        return {}
+
 
 MODELS: Registry[type[Model]] = Registry("model")
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def add_usage(earlier: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """Two `usage()` records summed key by key (nested ones too), e.g. a resumed run's and its own."""
+    out = dict(earlier)
+    for key, value in now.items():
+        before = earlier.get(key)
+        if isinstance(value, dict):
+            out[key] = add_usage(before if isinstance(before, dict) else {}, value)
+        elif isinstance(value, int | float) and isinstance(before, int | float):
+            out[key] = before + value
+        else:
+            out[key] = value
+    return out
 
 
 def failure_reason(what: str, error: BaseException) -> str:

@@ -98,7 +98,7 @@ class HF(Model):
     def _chat(request: Request) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.text} for m in request.messages]
 
-    def _prompt(self, request: Request) -> tuple[list[int], Prompt | None] | str:
+    def build_prompt(self, request: Request) -> tuple[list[int], Prompt | None] | str:
         """The request's prompt ids and the other prefill inputs that go with them (a
         vision-language Prompt; None for text), or why there are none."""
         if self.vision:
@@ -117,14 +117,14 @@ class HF(Model):
     def prepare(self, request: Request) -> None:
         """Build the request's prompt (chat template, tokenizer, image processor) now, ahead of
         its batch; `generate`/`loglikelihood` then take it instead of building it again."""
-        self._ready[request.id] = self._prompt(request)
+        self._ready[request.id] = self.build_prompt(request)
 
     def _prompts(self, requests: list[Request]) -> list[tuple[list[int], Prompt | None] | str]:
-        """`_prompt` of each request: the one `prepare` built, else built now in a thread pool."""
+        """`build_prompt` of each request: the one `prepare` built, else built now in a thread pool."""
         ready = [self._ready.pop(r.id, None) for r in requests]
         missing = [r for r, built in zip(requests, ready, strict=True) if built is None]
         with ThreadPoolExecutor(PREPROCESS_WORKERS, thread_name_prefix="hf-prompt") as pool:
-            built_now = iter(pool.map(self._prompt, missing))
+            built_now = iter(pool.map(self.build_prompt, missing))
         return [built if built is not None else next(built_now) for built in ready]
 
     def generate(self, requests: list[Request]) -> list[Response]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
-from fastmmeval.metrics import METRICS, Metric
+from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks.config import TaskConfig
 from fastmmeval.tasks.render import format_options, render_messages
@@ -135,17 +135,37 @@ class Task:
             where = self.where(doc)
             raise (e if str(e).startswith(where) else DocError(f"{where}: {e}")) from None
 
-    def score(self, doc: Doc, response: Response) -> dict[str, Any]:
-        """Extraction and per-doc metric values for a successful response."""
-        targets = self.targets(doc)
+    def extraction(self, doc: Doc, response: Response) -> Extraction:
+        """The answer the task's rules read from a successful response (argmax for loglikelihood)."""
         if response.logprobs is not None:
             best = max(range(len(response.logprobs)), key=lambda i: response.logprobs[i])
-            extraction = Extraction(LETTERS[best], "loglikelihood_argmax")
-        else:
-            assert self.extract is not None and response.text is not None
-            extraction = self._named(doc, lambda: self.extract(response.text, self.options(doc), doc.fields))
+            return Extraction(LETTERS[best], "loglikelihood_argmax")
+        assert self.extract is not None and response.text is not None
+        return self._named(doc, lambda: self.extract(response.text, self.options(doc), doc.fields))
+
+    def score(
+        self,
+        doc: Doc,
+        response: Response,
+        extraction: Extraction | None = None,
+        verdicts: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Extraction and per-doc metric values for a successful response. `extraction` replaces
+        the rules' (e.g. a judge decided it); `verdicts` holds, by metric name, the judge's verdict
+        value for each judge metric: a judge metric without one is None for this doc (a failed
+        judgment, left out of its score)."""
+        targets = self.targets(doc)
+        extraction = extraction or self.extraction(doc, response)
         fields = doc.fields
-        values = self._named(doc, lambda: {m.name: m.score(extraction.value, targets, fields) for m in self.metrics})
+        verdicts = verdicts or {}
+
+        def value(m: Metric) -> Any:
+            if m.judge is None:
+                return m.score(extraction.value, targets, fields)
+            verdict = verdicts.get(m.name)
+            return None if verdict is None else m.score(extraction.value, targets, {**fields, JUDGE_VERDICT: verdict})
+
+        values = self._named(doc, lambda: {m.name: value(m) for m in self.metrics})
         if any(isinstance(v, float) and not math.isfinite(v) for v in values.values()):
             raise DocError(f"{self.where(doc)}: a metric returned a non-finite value: {values}")
         return {"target": targets, "extracted": extraction.value, "extract_rule": extraction.rule, "metrics": values}

@@ -1,0 +1,16 @@
+"""Judge-assisted extraction, after MMBench: the rules first; only when they cannot read the
+answer is a judge asked which option it matches; when the judge matches none, the answer is
+`unparsed` (scored wrong). Never a random letter.
+
+The rules part is an ordinary extractor; `JUDGE_ASSISTED` tells the evaluator which judge prompt
+to ask when it returns `unparsed` (the evaluator owns the judge calls, see `fastmmeval.judge`)."""
+
+from __future__ import annotations
+
+from fastmmeval.extract.base import EXTRACTORS
+from fastmmeval.extract.options import option_letter
+
+# extractor name -> the judge prompt asked when its rules leave the answer unparsed
+JUDGE_ASSISTED: dict[str, str] = {"option_letter_judge": "mmbench_option"}
+
+EXTRACTORS.add("option_letter_judge", option_letter)

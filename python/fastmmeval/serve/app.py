@@ -1,0 +1,223 @@
+"""The OpenAI-compatible HTTP server (aiohttp) over a fastmmeval Model.
+
+Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/loglikelihood` (our extension
+for multiple-choice scoring) and `GET /health`. Errors use OpenAI's error JSON: 400 for a malformed
+request, 401 for a missing or wrong key (when the server has one), 404 for an unknown model or path,
+413 for a body over 64 MiB, 422 when the model could not answer this request (the reason is in the
+message; retrying will not help), 503 while shutting down, 500 for anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiohttp import web
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.models.base import Model
+from fastmmeval.protocol import Request, Response
+from fastmmeval.serve import openai_format as fmt
+from fastmmeval.serve.batcher import Batcher, make_batcher
+
+log = logging.getLogger(__name__)
+
+# Data-URL images make large bodies; OpenAI itself accepts up to ~50 MB per request.
+MAX_BODY_BYTES = 64 * 2**20
+PREPARE_WORKERS = 2
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Server:
+    """The HTTP handlers over one model: parse, prepare off the event loop, submit to the batcher."""
+
+    def __init__(self, model: Model, served_name: str, batcher: Batcher, default_max_tokens: int,
+                 api_key: str | None = None) -> None:
+        self.model = model
+        self._api_key = api_key
+        self.served_name = served_name
+        self.batcher = batcher
+        self.default_max_tokens = default_max_tokens
+        self.created = int(time.time())
+        self.pool = ThreadPoolExecutor(PREPARE_WORKERS, thread_name_prefix="fastmmeval-serve-prepare")
+
+    def app(self) -> web.Application:
+        """The aiohttp application with every route."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json, self._check_key])
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/loglikelihood", self.loglikelihood)
+        return app
+
+    @web.middleware
+    async def _check_key(self, http: web.Request, handler: Handler) -> web.StreamResponse:
+        """Refuse /v1 requests without `Authorization: Bearer <key>` when the server has a key."""
+        if self._api_key is not None and http.path.startswith("/v1/"):
+            sent = http.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(sent.encode(), self._api_key.encode()):
+                raise fmt.RequestError("missing or wrong API key (Authorization: Bearer ...)", status=401,
+                                       code="invalid_api_key")
+        return await handler(http)
+
+    async def health(self, _: web.Request) -> web.Response:
+        """200 while the server is up."""
+        return web.json_response({"status": "ok"})
+
+    async def models(self, _: web.Request) -> web.Response:
+        """The one served model, as OpenAI's model list."""
+        return web.json_response({"object": "list", "data": [
+            {"id": self.served_name, "object": "model", "created": self.created, "owned_by": "fastmmeval"}]})
+
+    async def chat_completions(self, http: web.Request) -> web.Response:
+        """A chat completion (n=1) of the posted messages."""
+        body = await self._body(http)
+        request = fmt.chat_request(body, self.default_max_tokens)
+        response = await self._answer(request)
+        return web.json_response(fmt.chat_completion(request, response, self.served_name))
+
+    async def loglikelihood(self, http: web.Request) -> web.Response:
+        """Summed log-probabilities and greediness of each posted continuation after the messages."""
+        body = await self._body(http)
+        request = fmt.loglikelihood_request(body)
+        response = await self._answer(request)
+        return web.json_response(fmt.loglikelihood_result(request, response, self.served_name))
+
+    async def _body(self, http: web.Request) -> dict[str, Any]:
+        """The JSON object posted, checked to name the served model."""
+        try:
+            body = await http.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise fmt.RequestError(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise fmt.RequestError("the request body must be a JSON object")
+        model = body.get("model")
+        if model != self.served_name:
+            raise fmt.RequestError(f"the model {model!r} does not exist; this server serves {self.served_name!r}",
+                                   status=404, param="model", code="model_not_found")
+        return body
+
+    async def _answer(self, request: Request) -> Response:
+        """The model's Response to `request`, computed together with the other requests in flight."""
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(self.pool, self.batcher.prepare, request)
+        try:
+            response = await asyncio.wrap_future(self.batcher.submit(request, prepared))
+        except RuntimeError as e:
+            raise fmt.RequestError(str(e), status=503, type_="server_error", code="shutting_down") from None
+        if response.error is not None:
+            raise fmt.RequestError(response.error, status=422, type_="invalid_request_error", code="model_failed")
+        return response
+
+
+@web.middleware
+async def _errors_as_json(http: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error in OpenAI's error JSON shape."""
+    try:
+        return await handler(http)
+    except fmt.RequestError as e:
+        return web.json_response(e.body(), status=e.status)
+    except web.HTTPRequestEntityTooLarge:
+        error = fmt.RequestError(f"the request body is larger than {MAX_BODY_BYTES} bytes", status=413)
+        return web.json_response(error.body(), status=413)
+    except web.HTTPException as e:
+        code = "not_found" if e.status == 404 else None
+        error = fmt.RequestError(f"{http.method} {http.path}: {e.reason}", status=e.status, code=code)
+        return web.json_response(error.body(), status=e.status)
+    except Exception as e:
+        log.exception("serve: %s %s failed", http.method, http.path)
+        error = fmt.RequestError(f"internal error: {type(e).__name__}", status=500, type_="server_error")
+        return web.json_response(error.body(), status=500)
+
+
+class ServerHandle:
+    """A running server: `url` (ending in /v1) for OpenAI clients, `stop()`; a context manager."""
+
+    def __init__(self, server: Server, sock: socket.socket) -> None:
+        self.server = server
+        host, port = sock.getsockname()[:2]
+        self.host, self.port = host, port
+        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1"
+        self._loop = asyncio.new_event_loop()
+        # handler_cancellation: a client that disconnects cancels its handler, and so its request.
+        self._runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, args=(sock,), name="fastmmeval-serve-http", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            raise ConfigError(f"serve: cannot start the HTTP server: {self._error}")
+
+    def _serve(self, sock: socket.socket) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._runner.setup())
+            self._loop.run_until_complete(web.SockSite(self._runner, sock).start())
+        except Exception as e:
+            self._error = e
+            self._started.set()
+            return
+        self._started.set()
+        self._loop.run_forever()
+
+    @property
+    def batches(self) -> list[int]:
+        """How many requests the model took together, each time it took some."""
+        return self.server.batcher.batches
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C raises KeyboardInterrupt here)."""
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+
+    def stop(self) -> None:
+        """Fail requests still waiting, close the HTTP server and stop the model's worker."""
+        if not self._thread.is_alive():
+            return
+        self.server.batcher.stop()
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self.server.pool.shutdown()
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_server(model: Model, host: str = "127.0.0.1", port: int = 0, served_name: str | None = None, *,
+                 max_batch: int = 32, batch_window_s: float = 0.005, default_max_tokens: int = 256,
+                 api_key: str | None = None) -> ServerHandle:
+    """Serve `model` over OpenAI's HTTP API from background threads; port 0 picks a free port.
+    Until `stop()`, the model belongs to the server: nothing else may call it.
+
+    `served_name` is the model id clients must send (default: the backend's name). Requests in
+    flight are answered together (see `fastmmeval.serve.batcher`): at most `max_batch` taken at
+    once, collected for `batch_window_s` by backends without a continuous-batching engine.
+    `default_max_tokens` applies when a request sets no max_tokens. With `api_key`, /v1 requests
+    must carry it as `Authorization: Bearer <key>`."""
+    if max_batch < 1 or batch_window_s < 0 or default_max_tokens < 0:
+        raise ConfigError("serve: max_batch must be >= 1, batch_window_s and default_max_tokens >= 0")
+    try:
+        sock = socket.create_server((host, port))
+    except OSError as e:
+        raise ConfigError(f"serve: cannot listen on {host}:{port}: {e.strerror or e}") from None
+    batcher = make_batcher(model, max_batch, batch_window_s)
+    try:
+        return ServerHandle(Server(model, served_name or model.name, batcher, default_max_tokens, api_key), sock)
+    except BaseException:
+        batcher.stop()
+        sock.close()
+        raise

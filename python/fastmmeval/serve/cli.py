@@ -1,0 +1,52 @@
+"""`fastmmeval serve`: serve a model over OpenAI's HTTP API until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from rich.console import Console
+
+from fastmmeval.errors import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    """Add `serve`."""
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
+    p.add_argument("--model", required=True, help="backend name (see `fastmmeval models`)")
+    p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
+    p.add_argument("--served_model_name", default=None, help="model id clients send (default: the backend name)")
+    p.add_argument("--max_batch", type=int, default=32, help="most requests handed to the model at once")
+    p.add_argument("--batch_window_ms", type=float, default=5.0,
+                   help="backends without an engine: how long to collect requests into one batch")
+    p.add_argument("--max_tokens", type=int, default=256, help="reply length when a request sets no max_tokens")
+    p.add_argument("--api_key_env", default=None,
+                   help="NAME of an environment variable holding a key that clients must send (default: no key)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Load the model, serve it, and stop cleanly on Ctrl-C."""
+    from fastmmeval.models import MODELS, parse_model_args
+    from fastmmeval.serve.app import start_server
+
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(f"--api_key_env: the environment variable {args.api_key_env} is not set or empty")
+    model = MODELS.get(args.model).from_args(parse_model_args(args.model_args))
+    handle = start_server(model, args.host, args.port, args.served_model_name, max_batch=args.max_batch,
+                          batch_window_s=args.batch_window_ms / 1000, default_max_tokens=args.max_tokens,
+                          api_key=api_key)
+    console = Console(stderr=True)
+    console.print(f"serving {handle.server.served_name!r} ({args.model}) at {handle.url}  (Ctrl-C stops)")
+    try:
+        handle.wait()
+    except KeyboardInterrupt:
+        console.print("stopping")
+    finally:
+        handle.stop()
+    return 0

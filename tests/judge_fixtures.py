@@ -1,0 +1,128 @@
+"""Scripted backends for the judge tests: a student that answers from a table and a judge that
+grades by string comparison, both deterministic, counting their calls and failing on demand."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastmmeval.models import MODELS, Model
+from fastmmeval.protocol import Request, Response
+
+CALLS: Counter[str] = Counter()  # "<model>:<name>" -> requests answered
+TIMELINE: list[tuple[str, str, float, float]] = []  # (model, name, start, end) of each generate call
+_LOCK = threading.Lock()
+_SECTION = re.compile(r"\[([^\]]+)\]\n(.*?)(?=\n\n\[|\n\nReply)", re.DOTALL)
+
+
+def reset() -> None:
+    """Forget the calls counted so far."""
+    CALLS.clear()
+    TIMELINE.clear()
+
+
+class _Scripted(Model):
+    def __init__(self, args: Any) -> None:
+        self.args = args
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        start = time.monotonic()
+        time.sleep(self.args.delay_s)
+        out = [self.answer(r) for r in requests]
+        with _LOCK:
+            CALLS[f"{self.name}:{self.args.name}"] += len(requests)
+            TIMELINE.append((self.name, self.args.name, start, time.monotonic()))
+        return out
+
+    def answer(self, request: Request) -> Response:
+        raise NotImplementedError
+
+    def loglikelihood(self, requests: list[Request]) -> list[Response]:
+        raise NotImplementedError("scripted models only generate")
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"scripted": self.name, "args": vars(self.args)}
+
+
+@dataclass
+class StudentArgs:
+    answers: str = ""  # a JSON file: request id ("task/doc_id") -> answer text
+    default: str = "I don't know"
+    delay_s: float = 0.0
+    name: str = "student"
+
+
+class ScriptedStudent(_Scripted):
+    """Answers each request with the text the test scripted for its id."""
+
+    name = "scripted_student"
+    Args = StudentArgs
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.table = json.loads(Path(args.answers).read_text()) if args.answers else {}
+
+    def answer(self, request: Request) -> Response:
+        return Response(request.id, text=self.table.get(request.id, self.args.default))
+
+
+@dataclass
+class JudgeArgs:
+    name: str = "judge"
+    damage: str = "none"  # none | fenced | prose | strings: how the JSON reply is wrapped
+    fail_on: str = ""  # an answer containing this gets a backend error
+    garbage_on: str = ""  # an answer containing this gets an unreadable reply
+    harsh: bool = False  # a second opinion: half marks for correct answers
+    delay_s: float = 0.0
+
+
+class ScriptedJudge(_Scripted):
+    """Grades by comparing the answer with the reference (or the option texts), replying in the
+    JSON each prompt asks for, damaged the way `damage` says."""
+
+    name = "scripted_judge"
+    Args = JudgeArgs
+
+    def answer(self, request: Request) -> Response:
+        prompt = request.messages[-1].text
+        sections = dict(_SECTION.findall(prompt))
+        answer = (sections.get("Answer to grade") or sections.get("Answer 2") or sections.get("Answer", "")).strip()
+        if self.args.fail_on and self.args.fail_on in answer:
+            return Response(request.id, error="HTTP 500: scripted judge failure")
+        if self.args.garbage_on and self.args.garbage_on in answer:
+            return Response(request.id, text="I would rather not grade this one.")
+        references = [r.strip() for r in sections.get("Reference answer", sections.get("Ground truth", "")).split("|")]
+        right = answer in references
+        if '"option"' in prompt:
+            options = dict(line.split(". ", 1) for line in sections["Options"].splitlines())
+            hits = [letter for letter, text in options.items() if text.lower().removeprefix("a ") in answer.lower()]
+            reply: dict[str, Any] = {"option": hits[0] if len(hits) == 1 else "Z"}
+        elif "reference_score" in prompt:
+            answer = sections["Answer 2"].strip()
+            right = answer == sections["Answer 1"].strip()
+            reply = {"reference_score": 8, "answer_score": (4 if self.args.harsh else 8) if right else 2}
+        elif "<integer 0-10>" in prompt:
+            reply = {"score": (5 if self.args.harsh else 10) if right else 0, "reason": "compared with the reference"}
+        else:
+            reply = {"score": (0.5 if self.args.harsh else 1.0) if right else 0.0}
+        return Response(request.id, text=self._damage(reply), usage={"prompt_tokens": len(prompt.split())})
+
+    def _damage(self, reply: dict[str, Any]) -> str:
+        if self.args.damage == "strings":
+            reply = {k: str(v) for k, v in reply.items()}
+        text = json.dumps(reply)
+        if self.args.damage == "fenced":
+            return f"Here is my grade:\n```json\n{text}\n```"
+        if self.args.damage == "prose":
+            return f"After careful thought: {text} (I hope this helps.)"
+        return text
+
+
+MODELS.add("scripted_student", ScriptedStudent)
+MODELS.add("scripted_judge", ScriptedJudge)
