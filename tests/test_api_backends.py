@@ -164,6 +164,13 @@ def test_adaptive_limit_cuts_once_per_window_and_grows_back() -> None:
     assert limit.limit == 16
 
 
+def test_a_429_with_requests_still_in_flight_cuts_only_to_what_the_server_accepted() -> None:
+    limit = AdaptiveLimit(32)
+    limit.limit, limit.in_flight = 17.0, 16  # one above a quota of 16: the 17th was refused
+    limit.rate_limited(time.monotonic())
+    assert limit.limit == 16
+
+
 def test_retry_after_forms() -> None:
     assert retry_after_seconds("2") == 2.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None

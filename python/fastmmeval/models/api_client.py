@@ -185,9 +185,11 @@ def openai_messages(request: Request, system: str, max_image_side: int) -> list[
 class AdaptiveLimit:
     """An AIMD concurrency limit between 1 and `ceiling`, used from one asyncio loop.
 
-    A 429 cuts the limit to `DECREASE` of itself, once per window: only a request admitted after
-    the last cut can cut it again, so a burst of 429s from one window counts once. Each success adds 1/limit (about +1
-    per window of successes)."""
+    A 429 lowers the limit to the number of requests the server was still serving when it refused
+    (the concurrency it accepts), but by at most `DECREASE` of itself, once per window: only a request
+    admitted after the last cut can cut it again, so a burst of 429s from one window counts once. Each
+    success adds 1/limit (about +1 per window of successes). Sitting one above a concurrency quota costs an
+    instant 429 now and then; sitting below it costs throughput, so the cut stops at what the server took."""
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
@@ -215,9 +217,9 @@ class AdaptiveLimit:
         self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
 
     def rate_limited(self, admitted_at: float) -> None:
-        """Multiplicative decrease, once per window."""
+        """Decrease towards the concurrency the server accepted, once per window."""
         if admitted_at >= self.last_cut:
-            self.limit = max(1.0, self.limit * DECREASE)
+            self.limit = max(1.0, self.limit * DECREASE, min(self.limit, float(self.in_flight)))
             self.last_cut = time.monotonic()
 
 
