@@ -25,19 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.models.random_init import draw_large_weights
+from fastmmeval.models.random_init import LLAVA_TEMPLATE, draw_large_weights
 
-# LLaVA-1.5's chat template as llava-hf ships it, also accepting string contents (lmms-eval's
-# `llava_hf` passes the user turn as one string with `<image>\n` in front).
-LLAVA_TEMPLATE = (
-    "{% for message in messages %}{% if message['role'] != 'system' %}"
-    "{{ message['role'].upper() + ': ' }}{% endif %}"
-    "{% if message['content'] is string %}{{ message['content'] + ' ' }}{% else %}"
-    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}"
-    "{% endfor %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{{ content['text'] + ' ' }}{% endfor %}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
-)
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
 
 

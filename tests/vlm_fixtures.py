@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.models.random_init import draw_large_weights
+from fastmmeval.models.random_init import LLAVA_TEMPLATE, draw_large_weights
 
 CORPUS = [
     "The cat sat on the mat. A rocket flew to the moon. Coffee is hot.",
@@ -23,15 +23,6 @@ CORPUS = [
 ]
 
 # Chat templates in the style each family ships on the hub (simplified where harmless).
-LLAVA_TEMPLATE = (
-    "{% for message in messages %}{% if message['role'] != 'system' %}"
-    "{{ message['role'].upper() + ': ' }}{% endif %}"
-    "{% if message['content'] is string %}{{ message['content'] + ' ' }}{% else %}"
-    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}"
-    "{% endfor %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{{ content['text'] + ' ' }}{% endfor %}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
-)
 QWEN2_VL_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
