@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,17 @@ os.environ["TRITON_INTERPRET"] = "1"
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Built datasets go to a per-session folder, not the user's cache."""
     os.environ["FASTMMEVAL_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread for a module's tests: with tiny models, two threads on a busy 2-core box stall."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 @pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

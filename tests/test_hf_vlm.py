@@ -7,12 +7,10 @@ prefix-shared log-likelihoods equal naive forwards; a `fastmmeval run` writes th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
 from test_evaluate import only_run, task_dir  # noqa: F401  (task_dir is a fixture)
 from test_vlm import _naive_loglikelihood, _reference_tokens, _requests, photos  # noqa: F401  (photos: fixture)
@@ -27,13 +25,7 @@ from fastmmeval.protocol import GenerationSettings, Request
 ARCHS = ["llava", "qwen2_vl", "idefics3", "smolvlm"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    """One intra-op thread: these models are tiny, and two threads on a busy 2-core box stall."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module", params=ARCHS)

@@ -4,7 +4,6 @@ naive full forwards. (Generation runs in the engine: tests/test_hf_vlm.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,7 @@ TEMPLATE_MARKS = {"llava": ("USER: <image>\n", "ASSISTANT:"),
 MAX_NEW = 10
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    """One intra-op thread: these models are tiny, and two threads on a busy 2-core box stall."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
