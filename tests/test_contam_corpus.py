@@ -27,7 +27,7 @@ from fastmmeval.contam.corpus import (
     write_token_shard,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
-from fastmmeval.contam.index import IndexSettings, reference_counts
+from fastmmeval.contam.index import IndexSettings, reference_counts, stream_counts
 from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
 
 
@@ -182,6 +182,10 @@ def test_token_shards_stream_whole_documents_in_bounded_blocks(tmp_path: Path, d
     # Counting n-grams block by block equals counting them document by document.
     expected = collections.Counter(h for d in docs for h in ngram_hashes_reference(d, [0], 8, TEXT_SEED).tolist())
     assert reference_counts([source], IndexSettings()) == expected
+    # The native path takes the blocks as read from disk (little-endian dtypes included).
+    queries = np.array(sorted(expected), dtype=np.uint64)
+    counts, _ = stream_counts(queries, [source], IndexSettings())
+    assert counts.tolist() == [min(expected[q], 11) for q in queries.tolist()]
     image_source = TokenShardSource(path, modality="image")
     assert {b.seed for b in image_source.blocks()} == {IMAGE_SEED}
 
