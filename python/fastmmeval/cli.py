@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import traceback
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fastmmeval.errors import ConfigError, FastmmevalError
@@ -19,9 +21,31 @@ if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
 
 # Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
-FLOWS: dict[str, str] = {"lite": "fastmmeval.lite.cli", "contam": "fastmmeval.contam.cli",
-                         "serve": "fastmmeval.serve.cli", "judge": "fastmmeval.judge.cli"}
+FLOWS: dict[str, str] = {
+    "lite": "fastmmeval.lite.cli",
+    "contam": "fastmmeval.contam.cli",
+    "serve": "fastmmeval.serve.cli",
+    "judge": "fastmmeval.judge.cli",
+}
 SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
+
+
+def _data_dir_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data_dir",
+        type=Path,
+        default=None,
+        help="offline hub datasets: folders saved by `fastmmeval tasks --download` or a Hugging Face "
+        "datasets cache (default: $FASTMMEVAL_DATA_DIR)",
+    )
+
+
+def _use_data_dir(args: argparse.Namespace) -> None:
+    """--data_dir reaches the dataset loader (and data-parallel workers) as $FASTMMEVAL_DATA_DIR."""
+    from fastmmeval.tasks.sources import DATA_DIR_ENV
+
+    if args.data_dir is not None:
+        os.environ[DATA_DIR_ENV] = str(args.data_dir.resolve())
 
 
 def _run_parser(sub: Any) -> None:
@@ -45,6 +69,7 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bootstrap_iters", type=int, default=1000, help="resamples for non-mean stderrs (0: none)")
     p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
+    _data_dir_flag(p)
     p.add_argument(
         "--resume",
         nargs="?",
@@ -76,8 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
-    t = sub.add_parser("tasks", help="list registered tasks and groups")
+    t = sub.add_parser("tasks", help="list registered tasks and groups, show one's protocol card, or download data")
     t.add_argument("--include_path", action="append", default=[])
+    t.add_argument("--info", metavar="NAME", default=None, help="print the protocol card of a task")
+    t.add_argument("--json", action="store_true", help="with --info: print the card as JSON")
+    t.add_argument(
+        "--download",
+        metavar="NAMES",
+        default=None,
+        help="save the hub data of these tasks/groups under --data_dir (needs network)",
+    )
+    _data_dir_flag(t)
     sub.add_parser("models", help="list registered model backends")
     for module in FLOWS.values():
         importlib.import_module(module).add_parser(sub)
@@ -111,6 +145,7 @@ def results_table(results: dict[str, Any]) -> Table:
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.num_processes < 1 or args.dist_timeout <= 0:
         raise ConfigError("--num_processes must be at least 1 and --dist_timeout positive")
+    _use_data_dir(args)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:  # one rank of torchrun or of our own launcher
         from fastmmeval.distributed import joined
@@ -171,19 +206,61 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
 def _cmd_tasks(args: argparse.Namespace) -> None:
     from fastmmeval.tasks.catalog import Catalog
 
+    _use_data_dir(args)
     catalog = Catalog(Path(p) for p in args.include_path)
+    if args.info:
+        _print_card(catalog.tasks.get(args.info), args.json)
+        return
+    if args.download:
+        _download(catalog, args)
+        return
     table = Table(title="tasks")
-    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Metrics"):
+    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"):
         table.add_column(col)
     for name, c in catalog.tasks.items():
         d = c.dataset
         source = d.path or d.load_from_disk or (f"builder:{d.builder}" if d.builder else "files")
         mode = mode_label(c.output_type, c.mc_mode)
-        table.add_row(name, ",".join(c.group), mode, source, c.split, ",".join(c.metrics))
+        docs = str(c.docs) if c.docs is not None else ("" if c.doc_ids is None else str(len(c.doc_ids)))
+        table.add_row(name, ",".join(c.group), mode, source, c.split, docs, ",".join(c.metric_keys or c.metrics))
     console = Console()
     console.print(table)
     for group, members in sorted(catalog.groups.items()):
         console.print(f"group {group}: {', '.join(members)}")
+
+
+def _print_card(config: Any, as_json: bool) -> None:
+    from fastmmeval.tasks.card import protocol_card
+
+    card = protocol_card(config)
+    if as_json:
+        print(json.dumps(card, indent=2, ensure_ascii=False))
+        return
+    console = Console()
+    table = Table(title=f"protocol card: {card['task']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in card.items():
+        if key == "example":
+            value = "\n".join([*value["messages"], f"target: {value['target']}"])
+        elif isinstance(value, (dict, list)):
+            value = "\n".join(value) if isinstance(value, list) else json.dumps(value, ensure_ascii=False)
+        table.add_row(key, "" if value is None else escape(str(value)))
+    console.print(table)
+
+
+def _download(catalog: Any, args: argparse.Namespace) -> None:
+    from fastmmeval.tasks.sources import download_split
+
+    if args.data_dir is None:
+        raise ConfigError("--download needs --data_dir (where to save the datasets)")
+    configs = catalog.resolve(n.strip() for n in args.download.split(",") if n.strip())
+    wanted = {
+        (c.dataset.path, c.dataset.name or "", c.dataset.revision or "", c.split): c for c in configs if c.dataset.path
+    }
+    for key in sorted(wanted):
+        spec, split = wanted[key].dataset, wanted[key].split
+        print(f"{spec.path} {spec.name or ''} {split} -> {download_split(spec, split, args.data_dir)}")
 
 
 def _cmd_models() -> None:

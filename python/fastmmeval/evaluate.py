@@ -246,6 +246,7 @@ def aggregate(
         "failures": dict(Counter(_failure_kind(s["failed"]) for s in failed)),
         "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
         "headline_metric": task.config.metrics[0] if task.config.metrics else None,
+        "headline_as": task.metrics[0].name if task.metrics else None,
         "metrics": {},
     }
     judged = [s for s in scored if s.get("judgments")]

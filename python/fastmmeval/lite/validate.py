@@ -91,7 +91,8 @@ def read_run(root: Path) -> Run:
             raise ConfigError(f"{path}: missing (lite validation recomputes scores from samples)")
         samples = _read_samples(path)
         try:
-            scored = {s["doc_id"]: s["metrics"][name] for s in samples if s.get("failed") is None}
+            key = result.get("headline_as") or name
+            scored = {s["doc_id"]: s["metrics"][key] for s in samples if s.get("failed") is None}
         except (KeyError, TypeError) as e:
             raise ConfigError(f"{path}: a scored sample lacks doc_id or its {name!r} metric ({e})") from None
         run.tasks[task] = TaskSamples(METRICS.get(name), scored, len(samples) - len(scored), result.get("fingerprint"))

@@ -1,7 +1,8 @@
 """The cross-benchmark score: each task's headline metric on 0-100, averaged with equal weights.
 
 A task's headline metric is the first of its task file's `metrics` (`results.json` records it as
-`headline_metric`); that metric's `to_100` puts its value on 0-100 (see `Metric`). Tasks without
+`headline_metric`, and the key its values go under as `headline_as`); that metric's `to_100` puts
+its value on 0-100 (see `Metric`). Tasks without
 a value or without a mapping are listed under `excluded` with the reason, never counted as 0.
 """
 
@@ -25,7 +26,8 @@ def headline(result: Mapping[str, Any]) -> tuple[str, float, float | None] | str
     metric = METRICS.get(name)
     if metric.to_100 is None:
         return f"metric {name!r} has no 0-100 mapping"
-    key = name if metric.headline is None else f"{name}_{metric.headline}"
+    prefix = result.get("headline_as") or name  # the task file may rename a metric's result key
+    key = prefix if metric.headline is None else f"{prefix}_{metric.headline}"
     entry = result.get("metrics", {}).get(key)
     if entry is None:
         return f"no value named {key!r} in the task's metrics"

@@ -18,12 +18,23 @@ OutputType = Literal["generate", "multiple_choice"]
 TASK_KEYS = {
     "task", "version", "group", "description", "dataset", "split", "doc_id", "doc_to_messages",
     "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
+    "process_doc", "where", "docs", "lmms_eval",
 }  # fmt: skip
 DATASET_KEYS = {"path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder"}
 GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 # A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
+LMMS_EVAL_KEYS = {"task", "differences"}
+
+
+@dataclass(frozen=True)
+class LmmsEvalRef:
+    """The lmms-eval 0.7.3 task this one reproduces, and each deliberate difference from it
+    (what differs and its effect on the score)."""
+
+    task: str
+    differences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,11 @@ class TaskConfig:
     output_type: OutputType
     metrics: tuple[str, ...]
     extractor: str | None = None
+    metric_keys: tuple[str, ...] = ()
+    process_doc: str | None = None
+    where: tuple[tuple[str, str], ...] = ()
+    docs: int | None = None
+    lmms_eval: LmmsEvalRef | None = None
     choices: str | None = None
     mc_mode: Literal["gen", "ppl"] | None = None
     doc_id: str | None = None
@@ -80,8 +96,11 @@ class TaskConfig:
     def fingerprint(self) -> str:
         """Hash of everything in the protocol that can change a score (not paths or prose)."""
         payload = asdict(self)
-        for key in ("description", "source_file", "group"):
-            payload.pop(key)
+        for key in ("description", "source_file", "group", "metric_keys", "docs", "lmms_eval"):
+            payload.pop(key)  # names and notes, not protocol
+        for key in ("process_doc", "where"):
+            if not payload[key]:
+                payload.pop(key)  # fingerprints of tasks without them stay what they were
         if self.doc_ids is None:
             payload.pop("doc_ids")  # fingerprints of whole tasks stay what they were before subsets existed
         payload["dataset"] = self.dataset.identity()
@@ -167,10 +186,53 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         choices=choices,
         mc_mode=mc_mode,
         extractor=extractor,
-        metrics=r.str_list(data, "metrics"),
+        **_parse_metrics(r, data),
         generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
+        process_doc=r.get(data, "process_doc", str, None),
+        where=_parse_where(r, data),
+        docs=r.get(data, "docs", int, None),
+        lmms_eval=_parse_lmms_eval(r, data),
         source_file=str(path),
     )
+
+
+def _parse_metrics(r: _Reader, data: LineDict) -> dict[str, tuple[str, ...]]:
+    """`metrics`: registered metric names, each optionally renamed in the results as
+    `{metric: NAME, as: KEY}` (e.g. lmms-eval's result key)."""
+    entries = r.get(data, "metrics", (str, list))
+    names, keys = [], []
+    for entry in [entries] if isinstance(entries, str) else entries:
+        if isinstance(entry, str):
+            names.append(entry)
+            keys.append(entry)
+        elif (
+            isinstance(entry, dict)
+            and set(entry) == {"metric", "as"}
+            and all(isinstance(v, str) for v in entry.values())
+        ):
+            names.append(entry["metric"])
+            keys.append(entry["as"])
+        else:
+            raise r.fail(data, "metrics", f"each entry is a metric name or {{metric: NAME, as: KEY}}, got {entry!r}")
+    if not names or len(set(keys)) != len(keys):
+        raise r.fail(data, "metrics", "needs at least one metric, each result key once")
+    return {"metrics": tuple(names), "metric_keys": tuple(keys)}
+
+
+def _parse_where(r: _Reader, data: LineDict) -> tuple[tuple[str, str], ...]:
+    """`where: {field: value, ...}`: keep only rows whose fields equal these values (as strings)."""
+    where = r.get(data, "where", dict, LineDict())
+    if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in where.values()):
+        raise r.fail(data, "where", "each condition is field: string or integer value")
+    return tuple((str(k), str(v)) for k, v in where.items())
+
+
+def _parse_lmms_eval(r: _Reader, data: LineDict) -> LmmsEvalRef | None:
+    ref = r.get(data, "lmms_eval", dict, None)
+    if ref is None:
+        return None
+    r.check_keys(ref, LMMS_EVAL_KEYS, "lmms_eval")
+    return LmmsEvalRef(task=r.get(ref, "task", str), differences=r.str_list(ref, "differences", ()))
 
 
 def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:

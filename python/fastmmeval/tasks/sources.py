@@ -16,6 +16,7 @@ from fastmmeval.tasks.config import DatasetSpec
 # A builder writes a dataset's files (jsonl/parquet + images) into the folder it is given;
 # the task's `dataset.data_files` are then read relative to that folder.
 DATASET_BUILDERS: Registry[Callable[[Path], None]] = Registry("dataset builder")
+DATA_DIR_ENV = "FASTMMEVAL_DATA_DIR"
 
 
 def cache_dir() -> Path:
@@ -132,14 +133,58 @@ def _from_disk(folder: Path, split: str, spec: DatasetSpec) -> Rows:
     return Rows(_pick_split(data, split, str(folder)), folder, {**spec.identity(), "split": split})
 
 
-def _from_hub(spec: DatasetSpec, split: str) -> Rows:
+def data_dir() -> Path | None:
+    """The offline dataset folder (`--data_dir`, i.e. $FASTMMEVAL_DATA_DIR), if one is set."""
+    value = os.environ.get(DATA_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def saved_split_dir(root: Path, spec: DatasetSpec, split: str) -> Path:
+    """Where `download_split` keeps a hub dataset's split under `root`:
+    ROOT/<hub id>[/<config name>]/<split>."""
+    assert spec.path is not None
+    folder = root / spec.path
+    return (folder / spec.name if spec.name else folder) / split
+
+
+def download_split(spec: DatasetSpec, split: str, root: Path) -> Path:
+    """Fetch a hub dataset's split (needs network) and save it under `root` for offline runs."""
+    data = _load_hub(spec, split, cache_dir=None)
+    out = saved_split_dir(root, spec, split)
+    tmp = out.with_name(out.name + ".partial")
+    data.save_to_disk(str(tmp))
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def _load_hub(spec: DatasetSpec, split: str, cache_dir: Path | None) -> Any:
     import datasets
 
     try:
-        data = datasets.load_dataset(spec.path, spec.name, split=split, revision=spec.revision)
+        return datasets.load_dataset(
+            spec.path, spec.name, split=split, revision=spec.revision, cache_dir=str(cache_dir) if cache_dir else None
+        )
     except Exception as e:  # datasets raises many types for "not reachable / not found"
+        where = (
+            f" (looked for {saved_split_dir(cache_dir, spec, split)} and a Hugging Face cache in {cache_dir})"
+            if cache_dir
+            else ""
+        )
         raise ConfigError(
-            f"cannot load hub dataset {spec.path!r} split {split!r}: {type(e).__name__}: {str(e)[:200]} "
-            "(offline? pre-download it and pass --data_dir)"
+            f"cannot load hub dataset {spec.path!r} split {split!r}{where}: {type(e).__name__}: {str(e)[:200]} "
+            "(offline? pre-download it with `fastmmeval tasks --download` and pass --data_dir)"
         ) from None
+
+
+def _from_hub(spec: DatasetSpec, split: str) -> Rows:
+    root = data_dir()
+    if root is not None and saved_split_dir(root, spec, split).is_dir():
+        folder = saved_split_dir(root, spec, split)
+        rows = _from_disk(folder, split, spec)
+        return Rows(rows._data, None, {**spec.identity(), "split": split, "fingerprint": rows._data._fingerprint})
+    data = _load_hub(spec, split, root)
     return Rows(data, None, {**spec.identity(), "split": split, "fingerprint": data._fingerprint})

@@ -13,7 +13,9 @@ from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
+from fastmmeval.tasks import families as _families  # noqa: F401  (registers benchmark processors)
 from fastmmeval.tasks.config import TaskConfig
+from fastmmeval.tasks.processors import DOC_PROCESSORS
 from fastmmeval.tasks.render import format_options, render_messages
 from fastmmeval.tasks.sources import Rows, load_rows
 
@@ -34,7 +36,11 @@ class Task:
     def __init__(self, config: TaskConfig) -> None:
         self.config = config
         self.name = config.task
-        self.metrics: list[Metric] = [METRICS.get(m) for m in config.metrics]
+        keys = config.metric_keys or config.metrics
+        self.metrics: list[Metric] = [
+            replace(METRICS.get(m), name=k) for m, k in zip(config.metrics, keys, strict=True)
+        ]
+        self.process = DOC_PROCESSORS.get(config.process_doc) if config.process_doc else None
         self.extract = EXTRACTORS.get(config.extractor) if config.extractor else None
         if config.output_type == "generate" and self.extract is None:
             raise ConfigError(f"{config.source_file}: generate tasks need an `extractor` (e.g. raw)")
@@ -54,15 +60,17 @@ class Task:
         """The first `limit` docs (all when None), in dataset order; only those of the config's
         `doc_ids` when it lists some (a subset task)."""
         subset = self.config.doc_ids
-        n = len(self.rows) if limit is None or subset is not None else min(limit, len(self.rows))
+        rows = self._kept_rows()
+        n = len(rows) if limit is None or subset is not None else min(limit, len(rows))
         if self.config.doc_id is None:
-            refs = [DocRef(i, str(i)) for i in range(n)]
+            refs = [DocRef(i, str(i)) for i in rows[:n]]
         else:
+            ids = self.rows.column(self.config.doc_id)
             refs = []
-            for i, value in enumerate(self.rows.column(self.config.doc_id)[:n]):
-                if value is None:
+            for i in rows[:n]:
+                if ids[i] is None:
                     raise DocError(f"task {self.name}, row {i}: missing doc id field {self.config.doc_id!r}")
-                refs.append(DocRef(i, str(value)))
+                refs.append(DocRef(i, str(ids[i])))
             if len({r.id for r in refs}) != len(refs):
                 raise ConfigError(f"task {self.name}: doc ids in field {self.config.doc_id!r} are not unique")
         if subset is None:
@@ -71,13 +79,34 @@ class Task:
         refs = [r for r in refs if r.id in wanted]
         if len(refs) != len(wanted):
             missing = sorted(wanted - {r.id for r in refs})
-            raise ConfigError(f"{self.config.source_file}: {len(missing)} listed doc id(s) not in task "
-                              f"{self.name}'s data, e.g. {', '.join(missing[:3])}")
+            raise ConfigError(
+                f"{self.config.source_file}: {len(missing)} listed doc id(s) not in task "
+                f"{self.name}'s data, e.g. {', '.join(missing[:3])}"
+            )
         return refs if limit is None else refs[:limit]
 
+    def _kept_rows(self) -> list[int]:
+        """Indices of the rows that pass the config's `where` conditions (all rows without any)."""
+        keep = list(range(len(self.rows)))
+        for field_name, wanted in self.config.where:
+            column = self.rows.column(field_name)
+            keep = [i for i in keep if column[i] is not None and str(column[i]) == wanted]
+        return keep
+
     def doc(self, ref: DocRef) -> Doc:
-        """The full doc (fields loaded)."""
-        return Doc(self.name, ref.id, ref.index, self.rows[ref.index])
+        """The full doc: the row's fields, plus those its `process_doc` function derives."""
+        fields = self.rows[ref.index]
+        if self.process is not None:
+            where = f"task {self.name}, doc {ref.id}"
+            try:
+                fields = {**fields, **self.process(fields)}
+            except DocError as e:
+                raise DocError(f"{where}: {e}") from None
+            except (KeyError, TypeError, ValueError) as e:
+                raise DocError(
+                    f"{where}: {self.config.process_doc} cannot read the row: {type(e).__name__}: {e}"
+                ) from None
+        return Doc(self.name, ref.id, ref.index, fields)
 
     def where(self, doc: Doc) -> str:
         """How errors name a doc."""
@@ -118,8 +147,8 @@ class Task:
         where = self.where(doc)
         fields = dict(doc.fields)
         options = self.options(doc)
-        if options:
-            fields.setdefault("options", format_options(options))
+        if options:  # in a multiple-choice prompt, `{options}` is always the lettered list
+            fields["options"] = format_options(options)
         messages = render_messages(self.config.doc_to_messages, fields, self.rows.image_root, where)
         self.targets(doc)  # a doc without a usable target fails before it costs model time
         generation: GenerationSettings = replace(self.config.generation, seed=seed + doc.index)

@@ -1,0 +1,18 @@
+"""Doc processors: the Python a benchmark needs between its hub row and its prompt.
+
+A task file names one with `process_doc: NAME`; the function takes the row (a dict) and returns
+the fields it derives (e.g. an `options` list parsed from a string column, or a question with
+lmms-eval's pre- and post-prompt), which are added to the row's fields. Processors are registered
+by the package's task modules (`fastmmeval.tasks.families.*`), never loaded from task files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastmmeval.registry import Registry
+
+DocProcessor = Callable[[dict[str, Any]], dict[str, Any]]
+
+DOC_PROCESSORS: Registry[DocProcessor] = Registry("doc processor")
