@@ -130,14 +130,25 @@ def test_faulty_run_resume_and_rerun(served: Any, task_dir: Path, tmp_path: Path
         assert proxy.stats.requests == seen.requests
         assert read_run(out)[1]["usage"] == usage  # the resumed run's zero calls added to the first one's
 
-        # A fresh run: answered docs come from the cache; only the failed ones reach the server.
+        # --resume --retry_failed: only the failed docs are asked again; each new sample supersedes the failed one.
+        assert main(run_args(proxy.url, task_dir, out, cache, "--resume", "--retry_failed")) == 0
+        lines, retried_summary = read_run(out)
+        latest = {s["doc_id"]: s for s in lines}
+        assert len(lines) == N_DOCS + len(failed) and len(latest) == N_DOCS
+        assert not proxy.stats.by_body.keys() - seen.by_body.keys()
+        assert len({h for h, n in proxy.stats.by_body.items() if n > seen.by_body.get(h, 0)}) == len(failed)
+        still = [s for s in latest.values() if s["failed"] is not None]
+        assert retried_summary["results"]["api_text"]["n_failed"] == len(still) <= len(failed)
+        seen = proxy.stats
+
+        # A fresh run: answered docs come from the cache; only the still failed ones reach the server.
         assert main(run_args(proxy.url, task_dir, out, cache)) == 0
         again, summary2 = read_run(out)
-        assert summary2["usage"]["cache_hits"] == N_DOCS - len(failed)
+        assert summary2["usage"]["cache_hits"] == N_DOCS - len(still)
         new_bodies = seen.by_body.keys() ^ proxy.stats.by_body.keys()
         repeated = {h for h, n in proxy.stats.by_body.items() if n > seen.by_body.get(h, 0)}
-        assert not new_bodies and len(repeated) == len(failed)  # the failed docs' bodies, nothing else
-        answered = {s["doc_id"]: s["response"] for s in samples if s["failed"] is None}
+        assert not new_bodies and len(repeated) == len(still)  # the failed docs' bodies, nothing else
+        answered = {d: s["response"] for d, s in latest.items() if s["failed"] is None}
         assert all(s["response"] == answered[s["doc_id"]] for s in again if s["doc_id"] in answered)
 
     assert_canary_absent(canary, [out, cache], caplog, capsys)

@@ -77,6 +77,11 @@ def _run_parser(sub: Any) -> None:
         default=False,
         help="continue the newest run with the same settings (or the run folder given)",
     )
+    p.add_argument(
+        "--retry_failed",
+        action="store_true",
+        help="with --resume: ask the model again for docs whose call failed (model error), e.g. API timeouts",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
     p.add_argument("--judge_model", default=None, help="backend of the judge for judged tasks (e.g. openai)")
     p.add_argument("--judge_args", default="", help="k=v,... for the judge backend (base_url, model, api_key_env)")
@@ -145,6 +150,8 @@ def results_table(results: dict[str, Any]) -> Table:
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.num_processes < 1 or args.dist_timeout <= 0:
         raise ConfigError("--num_processes must be at least 1 and --dist_timeout positive")
+    if args.retry_failed and not args.resume:
+        raise ConfigError("--retry_failed retries the failed docs of a run: use it with --resume")
     _use_data_dir(args)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:  # one rank of torchrun or of our own launcher
@@ -188,6 +195,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
         progress=not args.no_progress,
         command=["fastmmeval", *argv],
         ranks=ranks,
+        retry_failed=args.retry_failed,
     )
     if not ranks.is_main:
         return

@@ -183,14 +183,18 @@ def run_task(
     bootstrap_iters: int = 1000,
     ranks: Ranks = ONE_PROCESS,
     judges: JudgePanel | None = None,
+    retry_failed: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate one task, skipping docs whose samples the run already holds; returns its results.
+    """Evaluate one task, skipping docs whose samples the run already holds (except, with
+    `retry_failed`, those whose model call failed); returns its results.
     With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples.
     A task with judge metrics or judge-assisted extraction is graded by `judges` as it goes."""
     if needs_judge(task) and (judges is None or ranks.world_size > 1):
         raise ConfigError(_judge_needed([task.name]))
     refs = task.doc_refs(limit)
     done = run.completed(task.name) if ranks.is_main else {}
+    if retry_failed:  # the new sample is appended after the failed one and supersedes it
+        done = {d: s for d, s in done.items() if _failure_kind(s.get("failed") or "") != "model error"}
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
     todo = [r for r in refs if r.id in left]
     mine = prepared_docs(model, task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
@@ -327,14 +331,17 @@ def evaluate(
     progress: bool = True,
     command: list[str] | None = None,
     ranks: Ranks = ONE_PROCESS,
+    retry_failed: bool = False,
 ) -> tuple[RunDir, dict[str, Any]]:
     """Run `config` and write its run folder; with `resume`, continue the newest matching run
-    under `output_path` (or the run folder given) instead of starting over. `batch_size` None: the
+    under `output_path` (or the run folder given) instead of starting over, and with
+    `retry_failed` also ask the model again for the docs whose call failed (`model error`: an API
+    that gave up after its retries, a timeout). `batch_size` None: the
     model's own default. With several `ranks`
     (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes the
     run folder, and all return its results; a failure on any rank fails all of them."""
     with ranks.guard():
-        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks)
+        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed)
 
 
 def _evaluate(
@@ -345,6 +352,7 @@ def _evaluate(
     progress: bool,
     command: list[str] | None,
     ranks: Ranks,
+    retry_failed: bool,
 ) -> tuple[RunDir, dict[str, Any]]:
     catalog = Catalog(Path(p) for p in config.include_path)
     tasks = [Task(c) for c in catalog.resolve(config.tasks)]
@@ -396,6 +404,7 @@ def _evaluate(
             bootstrap_iters=config.bootstrap_iters,
             ranks=ranks,
             judges=panel,
+            retry_failed=retry_failed,
         )
         if ranks.is_main:
             summary: dict[str, Any] = {"results": results, "config": asdict(config), "run_id": run.root.name}
