@@ -148,6 +148,19 @@ def test_download_saves_each_split_where_data_dir_reads_it(hub, tmp_path, monkey
     assert main(["tasks", "--include_path", str(tasks), "--download", "hubby"]) == 1  # needs --data_dir
 
 
+def test_download_also_saves_the_data_a_processor_reads(tmp_path, monkeypatch) -> None:
+    calls = []
+
+    def fake_load(path, name=None, split=None, **_):
+        calls.append((path, name, split))
+        return datasets.Dataset.from_list([{"x": 1}])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    assert main(["tasks", "--download", "gqa", "--data_dir", str(tmp_path)]) == 0
+    gqa = Catalog().tasks.get("gqa").dataset
+    assert sorted(calls) == [(gqa.path, "testdev_balanced_images", "testdev"), (gqa.path, gqa.name, "testdev")]
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

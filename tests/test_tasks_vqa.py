@@ -244,7 +244,7 @@ def test_gqa_without_its_image_config_fails_naming_it(tmp_path: Path, monkeypatc
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     save_split(tmp_path, task_config("gqa"), GQA.rows(), GQA.features)
     task = Task(task_config("gqa"))
-    with pytest.raises(ConfigError, match=r"GQA's images .* testdev_balanced_images split testdev to .*GQA"):
+    with pytest.raises(ConfigError, match=r"GQA.s images .*testdev_balanced_images.*expected at .*GQA.*--download gqa"):
         task.doc(task.doc_refs()[0])
 
 

@@ -258,16 +258,18 @@ def _print_card(config: Any, as_json: bool) -> None:
 
 
 def _download(catalog: Any, args: argparse.Namespace) -> None:
+    from fastmmeval.tasks import families  # noqa: F401  (registers the data each processor reads)
+    from fastmmeval.tasks.processors import PROCESSOR_DATA
     from fastmmeval.tasks.sources import download_split
 
     if args.data_dir is None:
         raise ConfigError("--download needs --data_dir (where to save the datasets)")
     configs = catalog.resolve(n.strip() for n in args.download.split(",") if n.strip())
-    wanted = {
-        (c.dataset.path, c.dataset.name or "", c.dataset.revision or "", c.split): c for c in configs if c.dataset.path
-    }
+    splits = [(c.dataset, c.split) for c in configs if c.dataset.path]
+    splits += [extra for c in configs if c.process_doc for extra in PROCESSOR_DATA.get(c.process_doc, [])]
+    wanted = {(spec.path, spec.name or "", spec.revision or "", split): (spec, split) for spec, split in splits}
     for key in sorted(wanted):
-        spec, split = wanted[key].dataset, wanted[key].split
+        spec, split = wanted[key]
         print(f"{spec.path} {spec.name or ''} {split} -> {download_split(spec, split, args.data_dir)}")
 
 

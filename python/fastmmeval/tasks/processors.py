@@ -12,7 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from fastmmeval.registry import Registry
+from fastmmeval.tasks.config import DatasetSpec
 
 DocProcessor = Callable[[dict[str, Any]], dict[str, Any]]
 
 DOC_PROCESSORS: Registry[DocProcessor] = Registry("doc processor")
+
+# Hub splits a processor reads besides the task's own (e.g. GQA's images, a config of their own), by
+# processor name: `fastmmeval tasks --download` saves them too.
+PROCESSOR_DATA: dict[str, list[tuple[DatasetSpec, str]]] = {}

@@ -20,11 +20,12 @@ from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.metrics import METRICS, Metric
 from fastmmeval.metrics.vqa import normalize_vqa_answer
 from fastmmeval.tasks.config import DatasetSpec
-from fastmmeval.tasks.processors import DOC_PROCESSORS
+from fastmmeval.tasks.processors import DOC_PROCESSORS, PROCESSOR_DATA
 from fastmmeval.tasks.sources import Rows, data_dir, load_rows, saved_split_dir
 
 GQA_IMAGES = DatasetSpec(path="lmms-lab-encoder/GQA", name="testdev_balanced_images")
 GQA_IMAGES_SPLIT = "testdev"
+PROCESSOR_DATA["gqa"] = [(GQA_IMAGES, GQA_IMAGES_SPLIT)]
 
 
 @lru_cache(maxsize=1)
@@ -35,9 +36,8 @@ def _gqa_images(root: Path | None) -> tuple[Rows, dict[str, int]]:
     except ConfigError as e:
         where = saved_split_dir(root or Path("DATA_DIR"), GQA_IMAGES, GQA_IMAGES_SPLIT)
         raise ConfigError(
-            f"{e}; GQA's images are a second dataset that `tasks --download gqa` does not fetch: save "
-            f"{GQA_IMAGES.path} config {GQA_IMAGES.name} split {GQA_IMAGES_SPLIT} to {where} "
-            "(fastmmeval.tasks.sources.download_split)"
+            f"{e}; GQA's images are a second dataset ({GQA_IMAGES.path} config {GQA_IMAGES.name} split "
+            f"{GQA_IMAGES_SPLIT}), expected at {where}: `fastmmeval tasks --download gqa` saves both"
         ) from None
     return rows, {str(image_id): i for i, image_id in enumerate(rows.column("id"))}
 
