@@ -245,3 +245,11 @@ def test_meteor_without_java_is_a_config_error(monkeypatch: pytest.MonkeyPatch) 
         metric.score("a dog", ["a dog"], {})
     with pytest.raises(ConfigError, match="needs Java"):
         metric.aggregate([{"pred": "a dog", "refs": ["a dog"]}])
+
+
+def test_a_caption_run_without_java_stops_before_any_model_time(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from fastmmeval.cli import main
+
+    monkeypatch.setattr(C.shutil, "which", lambda name: None)
+    assert main(["run", "--model", "socratic", "--tasks", "coco2017_cap_val", "--output_path", "/nonexistent"]) == 1
+    assert "task coco2017_cap_val: metric coco_METEOR cannot run here: METEOR" in capsys.readouterr().err

@@ -356,6 +356,11 @@ def _evaluate(
 ) -> tuple[RunDir, dict[str, Any]]:
     catalog = Catalog(Path(p) for p in config.include_path)
     tasks = [Task(c) for c in catalog.resolve(config.tasks)]
+    for task in tasks:
+        for metric in task.metrics:
+            problem = metric.unavailable() if metric.unavailable else None
+            if problem:
+                raise ConfigError(f"task {task.name}: metric {metric.name} cannot run here: {problem}")
     model_cls = MODELS.get(config.model)
     model_args = parse_model_args(config.model_args)
     if ranks.is_main:

@@ -64,7 +64,9 @@ class Metric:
 
     `judge` names the judge prompt (`fastmmeval.judge.prompts`) whose verdict the metric scores:
     the evaluator asks the run's judge and passes the verdict's value to `score` in the doc's
-    fields under `JUDGE_VERDICT`; a failed judgment leaves the doc out of this metric."""
+    fields under `JUDGE_VERDICT`; a failed judgment leaves the doc out of this metric.
+
+    `unavailable` checks an outside requirement (e.g. METEOR's Java) before any model time is spent."""
 
     name: str
     score: Scorer
@@ -74,6 +76,7 @@ class Metric:
     headline: str | None = None
     cluster: str | None = None
     judge: str | None = None
+    unavailable: Callable[[], str | None] | None = None  # why the metric cannot run here (None: it can)
 
 
 # The field under which a judge metric's `score` finds the judge's verdict value.

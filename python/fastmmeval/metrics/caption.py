@@ -455,4 +455,4 @@ METRICS.add("cider", Metric("cider", caption_item, aggregate_cider, stderr="boot
 for _order in range(1, MAX_ORDER + 1):
     METRICS.add(f"bleu_{_order}", Metric(f"bleu_{_order}", caption_item, aggregate_bleu(_order), stderr="bootstrap"))
 METRICS.add("rouge_l", Metric("rouge_l", rouge_l_score))
-METRICS.add("meteor", Metric("meteor", meteor_item, aggregate_meteor, stderr="none"))
+METRICS.add("meteor", Metric("meteor", meteor_item, aggregate_meteor, stderr="none", unavailable=meteor_unavailable))
