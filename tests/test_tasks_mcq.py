@@ -41,7 +41,7 @@ from task_fixtures import (
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS
 from fastmmeval.metrics import METRICS
-from fastmmeval.tasks.families import mcq
+from fastmmeval.tasks.families import mcq, mmmu
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
@@ -448,25 +448,25 @@ def test_images_are_those_lmms_eval_shows_in_its_order() -> None:
         return [image.convert("RGB").tobytes() for image in images]
 
     for row in mmmu_rows():
-        assert pixels(mcq.mmmu(row)["images"]) == pixels(lmms("mmmu.utils").mmmu_doc_to_visual(row))
+        assert pixels(mmmu.mmmu(row)["images"]) == pixels(lmms("mmmu.utils").mmmu_doc_to_visual(row))
     for row in cmmmu_rows():
-        assert pixels(mcq.cmmmu(row)["images"]) == pixels(lmms("cmmmu.utils").cmmmu_doc_to_visual(row))
-    assert len(mcq.mmmu(mmmu_rows()[3])["images"]) == 2 and pixels(mcq.cmmmu(cmmmu_rows()[2])["images"]) == pixels(
+        assert pixels(mmmu.cmmmu(row)["images"]) == pixels(lmms("cmmmu.utils").cmmmu_doc_to_visual(row))
+    assert len(mmmu.mmmu(mmmu_rows()[3])["images"]) == 2 and pixels(mmmu.cmmmu(cmmmu_rows()[2])["images"]) == pixels(
         [photo(2, 40), photo(1, 40)])  # fmt: skip
     broken = {**mmmu_rows()[0], "image_1": None}
     with pytest.raises(DocError, match="image field.*image_1"):
-        mcq.mmmu(broken)
+        mmmu.mmmu(broken)
 
 
 def test_bad_rows_fail_naming_the_field() -> None:
     with pytest.raises(DocError, match="field 'answer' must be the index of one of the 4 options"):
         DOC_PROCESSORS.get("ai2d")({**ai2d_rows()[0], "answer": "4"})
     with pytest.raises(DocError, match="field 'options' is not a Python list literal"):
-        mcq.mmmu({**mmmu_rows()[0], "options": "['a', "})
+        mmmu.mmmu({**mmmu_rows()[0], "options": "['a', "})
     with pytest.raises(DocError, match="options must be columns A, B, ... without gaps, got ABD"):
         mcq.mmbench({**mmbench_rows()[0], "C": None})
     with pytest.raises(DocError, match="field 'type' must be one of"):
-        mcq.cmmmu({**cmmmu_rows()[0], "type": "问答"})
+        mmmu.cmmmu({**cmmmu_rows()[0], "type": "问答"})
 
 
 # --- answer readings against lmms-eval's own functions, on tricky answers ------------------------
@@ -532,20 +532,20 @@ def test_mmmu_reads_answers_as_lmms_eval() -> None:
     options = ["Cubism", "Impressionism", "Baroque", "Pop art"]
     index2ans, letters = utils.get_multi_choice_info(options)
     for answer in MMMU_TRICKY:
-        ours = mcq.parse_mmmu_choice(answer, options)
+        ours = mmmu.parse_mmmu_choice(answer, options)
         theirs = utils.parse_multi_choice_response(answer, letters, index2ans)
         if ours is None:  # lmms-eval picks a random letter here
             assert all(utils.parse_multi_choice_response(answer, letters, index2ans) in letters for _ in range(5))
         else:
             assert ours == theirs, answer
-    unread = [a for a in MMMU_TRICKY if mcq.parse_mmmu_choice(a, options) is None]
+    unread = [a for a in MMMU_TRICKY if mmmu.parse_mmmu_choice(a, options) is None]
     # Option texts count only in answers of more than five words.
     assert unread == ["Impressionism", "Cubism or Baroque", "b", "", "I would say Baroque here"]
     for answer in OPEN_TRICKY:
-        ours, theirs = mcq.parse_mmmu_open(answer), utils.parse_open_response(answer)
+        ours, theirs = mmmu.parse_mmmu_open(answer), utils.parse_open_response(answer)
         assert sorted(map(str, ours)) == sorted(map(str, theirs)), answer
         for reference in ("12", "rocket", "1200", "3.14", "0.5", "a"):
-            assert mcq.mmmu_open_correct(reference, ours) == utils.eval_open(reference, theirs), (reference, answer)
+            assert mmmu.mmmu_open_correct(reference, ours) == utils.eval_open(reference, theirs), (reference, answer)
 
 
 def test_cmmmu_reads_answers_as_lmms_eval() -> None:
@@ -555,20 +555,20 @@ def test_cmmmu_reads_answers_as_lmms_eval() -> None:
     choice = ["A", "(B)", "答案是B", "AB", "A和C", "(A)(C)", "是猫", "狗或者鸟", "猫和狗", "DNA", "没有答案", "",
               "B B A"]  # fmt: skip
     for answer in choice:
-        ours = mcq.parse_cmmmu_choice(answer, options)
+        ours = mmmu.parse_cmmmu_choice(answer, options)
         theirs = utils.get_multi_choice_prediction(answer, letters, index2ans)
         assert ours == theirs if ours is not None else theirs in letters, answer
-    assert mcq.parse_cmmmu_choice("没有答案", options) is None and mcq.parse_cmmmu_choice("猫和狗", options) == "AB"
+    assert mmmu.parse_cmmmu_choice("没有答案", options) is None and mmmu.parse_cmmmu_choice("猫和狗", options) == "AB"
     true_false = ["这个说法是正确的。", "正确", "错误", "不对", "答案是对的", "判断：错", "我不确定", "是否正确不好说",
                   "对。错。"]  # fmt: skip
     for answer in true_false:
-        ours = mcq.parse_cmmmu_true_false(answer)
+        ours = mmmu.parse_cmmmu_true_false(answer)
         for reference in ("对", "错"):
             entry = {"question_type": "判断", "answer": reference, "parsed_pred": utils.get_TF_prediction(answer)}
             if ours is not None:
                 assert float(ours == reference) == utils.eval_cmmmu([entry])["acc"], (answer, reference)
     # "不对" (wrong) holds "对" (right) and counts as positive, as upstream; no verdict word is a tie.
-    assert [mcq.parse_cmmmu_true_false(a) for a in ("不对", "我不确定")] == ["对", None]
+    assert [mmmu.parse_cmmmu_true_false(a) for a in ("不对", "我不确定")] == ["对", None]
     # The last four sit at and past the limits on a candidate's length and letters.
     fill = ["答案是2只", "2", "共有2只动物", "结果为2.0", "1，200", "答案是猫", "因此等于3", "3节", "两只", "",
             "答案是" + "猫" * 21, "答案是" + "猫" * 22, "答案是猫ab", "答案是猫abc"]  # fmt: skip
@@ -576,5 +576,5 @@ def test_cmmmu_reads_answers_as_lmms_eval() -> None:
         for reference in ("2", "1200", "3", "猫"):
             entry = {"question_type": "填空", "answer": reference,
                      "parsed_pred": utils.get_fill_blank_prediction(answer, reference)}  # fmt: skip
-            ours = mcq.cmmmu_acc(answer, [reference], {"type": "填空"})
+            ours = mmmu.cmmmu_acc(answer, [reference], {"type": "填空"})
             assert ours == utils.eval_cmmmu([entry])["acc"], (answer, reference)
