@@ -91,6 +91,13 @@ class ScriptedJudge(_Scripted):
 
     def answer(self, request: Request) -> Response:
         prompt = request.messages[-1].text
+        if "Just complete the last space of the correctness score." in prompt:  # MM-Vet's table prompt
+            _, truth, pred = prompt.rsplit("\n", 1)[-1].removesuffix(" |").split(" | ")
+            if self.args.fail_on and self.args.fail_on in pred:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
+            tight = [t.replace(" <AND> ", "<AND>").replace(" <OR> ", "<OR>").strip() for t in (truth, pred)]
+            right = tight[0] == tight[1]
+            return Response(request.id, text=f"{(0.5 if self.args.harsh else 1.0) if right else 0.0} (scripted)")
         sections = dict(_SECTION.findall(prompt))
         answer = (sections.get("Answer to grade") or sections.get("Answer 2") or sections.get("Answer", "")).strip()
         if self.args.fail_on and self.args.fail_on in answer:

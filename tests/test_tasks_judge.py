@@ -31,8 +31,12 @@ from task_fixtures import (
 )
 
 from fastmmeval.extract import EXTRACTORS
+from fastmmeval.judge.pipeline import judge_calls
 from fastmmeval.metrics import METRICS
 from fastmmeval.metrics.base import JUDGE_VERDICT
+from fastmmeval.protocol import Response
+from fastmmeval.tasks.sources import DATA_DIR_ENV
+from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 MMVET = datasets.Features({"question_id": S, "image": IMAGE, "question": S, "answer": S, "image_source": S,
@@ -229,3 +233,29 @@ def test_mathvista_reads_and_scores_plain_answers_as_lmms_eval_without_its_judge
                 assert theirs["prediction"] is None and theirs["true_false"] is False
             else:
                 assert ours == 100.0 * theirs["true_false"], (row["pid"], response)
+
+
+def test_the_mmvet_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_reads(tmp_path: Path, monkeypatch) -> None:
+    """lmms-eval's own mmvet_process_results, with its GPT call replaced by a recorder, sends the
+    same query our judge gets, and reads the same grade from the same reply."""
+    peer = lmms_eval_module("tasks.mmvet.utils")
+    sent: list[str] = []
+    reply = "0.6 (partly right)"
+
+    def gpt(prompt: str, temperature: float = 0.0) -> tuple[str, str]:
+        sent.append(prompt)
+        return reply, "gpt"
+
+    monkeypatch.setattr(peer, "get_chat_response", gpt)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    save_split(tmp_path, task_config("mmvet"), mmvet_rows(), MMVET)
+    task = Task(task_config("mmvet"))
+    for ref, row in zip(task.doc_refs(), mmvet_rows(), strict=True):
+        pred = f"I think it is {row['answer']}."
+        theirs = peer.mmvet_process_results(row, [pred])["gpt_eval_score"]["score"]
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        [(_, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
+        assert prompt.id == "mmvet_official@1" and prompt.system == ""
+        assert prompt.render(case) == sent[-1]
+        assert prompt.read(reply, case) == theirs == 0.6

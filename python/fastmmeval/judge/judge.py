@@ -114,7 +114,8 @@ class Judge:
             Request(
                 f"judge:{self.name}:{rid}",
                 "generate",
-                (Message("system", (TextPart(p.system),)), Message("user", (TextPart(p.render(case)),))),
+                (*([Message("system", (TextPart(p.system),))] if p.system else []),
+                 Message("user", (TextPart(p.render(case)),))),
                 JUDGE_SETTINGS,
             )
             for rid, p, case in calls

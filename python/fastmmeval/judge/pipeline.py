@@ -33,7 +33,7 @@ def judge_calls(task: Task, doc: Doc, request: Request, response: Response) -> l
     """(use, prompt, input) for each judgment this answered doc needs: one per judge metric, and
     `extract` when the task's extraction rules could not read the answer."""
     case = JudgeInput(
-        question="\n".join(m.text for m in request.messages),
+        question=str(doc.fields.get("judge_question") or "\n".join(m.text for m in request.messages)),
         answer=response.text or "",
         reference=task.targets(doc),
         criteria=str(doc.fields.get("criteria") or ""),

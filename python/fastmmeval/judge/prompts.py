@@ -17,8 +17,10 @@ from fastmmeval.registry import Registry
 
 @dataclass(frozen=True)
 class JudgeInput:
-    """What a judge sees of one doc: the question (prompt text), the model's answer, the
-    reference answers, the per-item criteria (may be empty) and the options (multiple choice)."""
+    """What a judge sees of one doc: the question (the doc's `judge_question` field when its task
+    sets one, e.g. the bare question without the model's instructions; else the prompt text), the
+    model's answer, the reference answers, the per-item criteria (may be empty) and the options
+    (multiple choice)."""
 
     question: str
     answer: str
@@ -32,7 +34,8 @@ class JudgePrompt:
     """A template (system + user text with {question}, {answer}, {reference}, {criteria},
     {options}) and `read`, which turns the reply into the judgment's value or raises
     JudgmentError. `level` says how agreement between judges is measured: ratings are
-    interval data (Krippendorff's alpha), labels nominal (Cohen's kappa)."""
+    interval data (Krippendorff's alpha), labels nominal (Cohen's kappa). An empty `system`
+    sends the user message alone (as a benchmark's own judge prompt may be)."""
 
     name: str
     version: int
@@ -140,6 +143,58 @@ PROMPTS.add("mmvet", JudgePrompt(
         'Reply with JSON: {{"score": <number 0.0-1.0>}}'
     ),
     read=_read_fraction,
+    level="interval",
+    agreement_value=float,
+))
+def _read_leading_fraction(raw: str, case: JudgeInput) -> float:
+    """MM-Vet's reading: the reply's first space-separated word, a number from 0 to 1."""
+    word = raw.strip().split(" ")[0].strip()
+    try:
+        value = float(word)
+    except ValueError:
+        raise JudgmentError(f"judgment does not start with a number: {raw[:80]!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise JudgmentError(f"judgment {value} is outside 0-1")
+    return value
+
+
+# MM-Vet's official grading prompt (github.com/yuweihao/MM-Vet, as lmms-eval 0.7.3 sends it: one user
+# message, the few-shot table, then "question | ground truth | prediction |" for the judge to complete).
+MMVET_FEW_SHOT = (
+    "Compare the ground truth and prediction from AI models, to give a correctness score for the prediction. "
+    "<AND> in the ground truth means it is totally right only when all elements in the ground truth are present "
+    "in the prediction, and <OR> means it is totally right when any one element in the ground truth is present in "
+    "the prediction. The correctness score is 0.0 (totally wrong), 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "
+    "or 1.0 (totally right). Just complete the last space of the correctness score.\n"
+    "gpt_query_prompt | Ground truth | Prediction | Correctness\n"
+    "--- | --- | --- | ---\n"
+    "What is x in the equation? | -1 <AND> -5 | x = 3 | 0.0\n"
+    "What is x in the equation? | -1 <AND> -5 | x = -1 | 0.5\n"
+    "What is x in the equation? | -1 <AND> -5 | x = -5 | 0.5\n"
+    "What is x in the equation? | -1 <AND> -5 | x = -5 or 5 | 0.5\n"
+    "What is x in the equation? | -1 <AND> -5 | x = -1 or x = -5 | 1.0\n"
+    "Can you explain this meme? | This meme is poking fun at the fact that the names of the countries Iceland "
+    "and Greenland are misleading. Despite its name, Iceland is known for its beautiful green landscapes, while "
+    "Greenland is mostly covered in ice and snow. The meme is saying that the person has trust issues because the "
+    "names of these countries do not accurately represent their landscapes. | The meme talks about Iceland and "
+    "Greenland. It's pointing out that despite their names, Iceland is not very icy and Greenland isn't very "
+    "green. | 0.4\n"
+    "Can you explain this meme? | This meme is poking fun at the fact that the names of the countries Iceland "
+    "and Greenland are misleading. Despite its name, Iceland is known for its beautiful green landscapes, while "
+    "Greenland is mostly covered in ice and snow. The meme is saying that the person has trust issues because the "
+    "names of these countries do not accurately represent their landscapes. | The meme is using humor to point "
+    "out the misleading nature of Iceland's and Greenland's names. Iceland, despite its name, has lush green "
+    "landscapes while Greenland is mostly covered in ice and snow. The text 'This is why I have trust issues' is "
+    "a playful way to suggest that these contradictions can lead to distrust or confusion. The humor in this "
+    "meme is derived from the unexpected contrast between the names of the countries and their actual physical "
+    "characteristics. | 1.0\n"
+)
+PROMPTS.add("mmvet_official", JudgePrompt(
+    name="mmvet_official",
+    version=1,
+    system="",
+    template=MMVET_FEW_SHOT + "\n{question} | {reference} | {answer} |",
+    read=_read_leading_fraction,
     level="interval",
     agreement_value=float,
 ))

@@ -1,10 +1,10 @@
 """Benchmarks lmms-eval 0.7.3 scores with a GPT judge: MM-Vet and LLaVA-Bench (in-the-wild), graded
-by the run's judge (`--judge_model` / `--judge_config`) with the package's `mmvet` and `llava_w`
-judge prompts, and MathVista, whose answer lmms-eval has GPT extract and which is read here by
-MathVista's own rules (`extract.mathvista`, no judge).
+by the run's judge (`--judge_model` / `--judge_config`) with MM-Vet's official grading prompt
+(`mmvet_official`) and the package's `llava_w` judge prompt; and MathVista, whose answer lmms-eval
+has GPT extract and which is read here by MathVista's own rules (`extract.mathvista`, no judge).
 
-The metrics here read the same verdicts as `mmvet` and `llava_w` and add the breakdowns
-lmms-eval reports (LLaVA-Bench per question category) or logs (MM-Vet per capability)."""
+The metrics here read the judges' verdicts and add the breakdowns lmms-eval reports (LLaVA-Bench
+per question category) or logs (MM-Vet per capability)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,14 @@ def _text(fields: Mapping[str, Any], name: str, benchmark: str) -> str:
 # MM-Vet ------------------------------------------------------------------------------------------
 
 
+@DOC_PROCESSORS.register("mmvet")
+def mmvet(row: dict[str, Any]) -> dict[str, Any]:
+    """What MM-Vet's judge is shown: the bare question (without the step-by-step instruction the
+    model gets) and the ground truth with spaces around <AND> / <OR>, as lmms-eval builds its query."""
+    answer = _text(row, "answer", "mmvet").replace("<AND>", " <AND> ").replace("<OR>", " <OR> ")
+    return {"judge_question": _text(row, "question", "mmvet"), "judge_answer": answer}
+
+
 def mmvet_capability_item(prediction: str | None, targets: Sequence[str], fields: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's 0-1 grade on 0-100 (`mmvet`) and the doc's capabilities (`capability`, e.g. "rec,ocr")."""
     capabilities = [c.strip() for c in _text(fields, "capability", "mmvet").split(",")]
@@ -56,7 +64,7 @@ def mmvet_capability_aggregate(items: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 METRICS.add("mmvet_capabilities", Metric(
     "mmvet_capabilities", mmvet_capability_item, mmvet_capability_aggregate, stderr="bootstrap", to_100=_on_100,
-    headline="score", judge="mmvet",
+    headline="score", judge="mmvet_official",
 ))  # fmt: skip
 
 
