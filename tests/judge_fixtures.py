@@ -98,6 +98,13 @@ class ScriptedJudge(_Scripted):
             tight = [t.replace(" <AND> ", "<AND>").replace(" <OR> ", "<OR>").strip() for t in (truth, pred)]
             right = tight[0] == tight[1]
             return Response(request.id, text=f"{(0.5 if self.args.harsh else 1.0) if right else 0.0} (scripted)")
+        if "[End of Assistant 2]" in prompt:  # LLaVA-Bench's review prompt
+            reference = prompt.split("[Assistant 1]\n", 1)[1].split("\n\n[End of Assistant 1]", 1)[0]
+            answer = prompt.split("[Assistant 2]\n", 1)[1].split("\n\n[End of Assistant 2]", 1)[0]
+            if self.args.fail_on and self.args.fail_on in answer:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
+            score = (4 if self.args.harsh else 8) if answer.strip() == reference.strip() else 2
+            return Response(request.id, text=f"8 {score}\nCompared with the reference (scripted).")
         sections = dict(_SECTION.findall(prompt))
         answer = (sections.get("Answer to grade") or sections.get("Answer 2") or sections.get("Answer", "")).strip()
         if self.args.fail_on and self.args.fail_on in answer:

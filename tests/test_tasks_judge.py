@@ -259,3 +259,34 @@ def test_the_mmvet_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_reads(t
         assert prompt.id == "mmvet_official@1" and prompt.system == ""
         assert prompt.render(case) == sent[-1]
         assert prompt.read(reply, case) == theirs == 0.6
+
+
+def test_the_llava_bench_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lmms-eval's own llava_process_results, with its judge pipeline replaced by a recorder that
+    parses with lmms-eval's own reader, sends the same query (captions as context) and reads the
+    same two ratings from the same reply."""
+    peer = lmms_eval_module("tasks.llava-in-the-wild.utils")
+    sent: list[str] = []
+    reply = "7, 4\nAssistant 2 misses the point."
+
+    def pipeline(question: str, prediction: str, ground_truth: str, content: str) -> Any:
+        sent.append(content)
+        return peer._parse_comparative_scores(reply)
+
+    monkeypatch.setattr(peer, "_get_pipeline", lambda: pipeline)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    rows = llava_w_rows()
+    save_split(tmp_path, task_config("llava_in_the_wild"), rows, LLAVA_W)
+    task = Task(task_config("llava_in_the_wild"))
+    for ref, row in zip(task.doc_refs(), rows, strict=True):
+        pred = f"My answer to: {row['question']}"
+        theirs = peer.llava_process_results(row, [pred])["gpt_eval_llava_all"]["scores"]
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        [(_, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
+        assert prompt.id == "llava_bench_review@1" and prompt.system == ""
+        assert prompt.render(case) == sent[-1] and row["caption"] in sent[-1]
+        assert prompt.read(reply, case) == {"reference": theirs[0], "answer": theirs[1]}
+        assert theirs == [7, 4]

@@ -19,20 +19,22 @@ from fastmmeval.registry import Registry
 class JudgeInput:
     """What a judge sees of one doc: the question (the doc's `judge_question` field when its task
     sets one, e.g. the bare question without the model's instructions; else the prompt text), the
-    model's answer, the reference answers, the per-item criteria (may be empty) and the options
-    (multiple choice)."""
+    model's answer, the reference answers, the per-item criteria (may be empty), the options
+    (multiple choice) and what the judge is told about the image (the doc's `judge_context` field,
+    e.g. LLaVA-Bench's captions; may be empty)."""
 
     question: str
     answer: str
     reference: Sequence[str] = ()
     criteria: str = ""
     options: Sequence[str] = ()
+    context: str = ""
 
 
 @dataclass(frozen=True)
 class JudgePrompt:
     """A template (system + user text with {question}, {answer}, {reference}, {criteria},
-    {options}) and `read`, which turns the reply into the judgment's value or raises
+    {options}, {context}) and `read`, which turns the reply into the judgment's value or raises
     JudgmentError. `level` says how agreement between judges is measured: ratings are
     interval data (Krippendorff's alpha), labels nominal (Cohen's kappa). An empty `system`
     sends the user message alone (as a benchmark's own judge prompt may be)."""
@@ -59,6 +61,7 @@ class JudgePrompt:
             reference=" | ".join(case.reference),
             criteria=case.criteria.strip() or "(none given)",
             options="\n".join(f"{c}. {o}" for c, o in zip(letters, case.options, strict=False)),
+            context=case.context,
         )
 
 
@@ -197,6 +200,44 @@ PROMPTS.add("mmvet_official", JudgePrompt(
     read=_read_leading_fraction,
     level="interval",
     agreement_value=float,
+))
+def _read_first_line_pair(raw: str, case: JudgeInput) -> dict[str, float]:
+    """LLaVA's review reading: the first two numbers on the reply's first line (commas and
+    semicolons as separators), the ratings of Assistant 1 (the reference) and 2 (the answer)."""
+    first = raw.strip().split("\n")[0].replace(",", " ").replace(";", " ")
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", first)
+    if len(numbers) < 2:
+        raise JudgmentError(f"judgment's first line has no two ratings: {first[:80]!r}")
+    ratings = {"reference": float(numbers[0]), "answer": float(numbers[1])}
+    if not all(1.0 <= v <= 10.0 for v in ratings.values()):
+        raise JudgmentError(f"judgment ratings {ratings} are outside 1-10")
+    return ratings
+
+
+# LLaVA-Bench's review prompt (LLaVA's rule.json, `llava_bench_conv` / `_detail` / `_complex`: the same
+# text), with the image's captions as context, as lmms-eval 0.7.3 sends it in one user message.
+LLAVA_BENCH_RULE = (
+    "We would like to request your feedback on the performance of two AI assistants in response to the user "
+    "question displayed above. The user asks the question on observing an image. For your reference, the visual "
+    "content in the image is represented with a few sentences describing the image. \nPlease rate the "
+    "helpfulness, relevance, accuracy, level of details of their responses. Each assistant receives an overall "
+    "score on a scale of 1 to 10, where a higher score indicates better overall performance.\nPlease first "
+    "output a single line containing only two values indicating the scores for Assistant 1 and 2, respectively. "
+    "The two scores are separated by a space.\nIn the subsequent line, please provide a comprehensive "
+    "explanation of your evaluation, avoiding any potential bias and ensuring that the order in which the "
+    "responses were presented does not affect your judgment."
+)
+PROMPTS.add("llava_bench_review", JudgePrompt(
+    name="llava_bench_review",
+    version=1,
+    system="",
+    template=(
+        "[Context]\n{context}\n\n[Question]\n{question}\n\n[Assistant 1]\n{reference}\n\n[End of Assistant 1]\n\n"
+        "[Assistant 2]\n{answer}\n\n[End of Assistant 2]\n\n[System]\n" + LLAVA_BENCH_RULE + "\n\n"
+    ),
+    read=_read_first_line_pair,
+    level="interval",
+    agreement_value=lambda v: v["answer"] / v["reference"],
 ))
 PROMPTS.add("mmbench_option", JudgePrompt(
     name="mmbench_option",

@@ -1,7 +1,7 @@
 """Benchmarks lmms-eval 0.7.3 scores with a GPT judge: MM-Vet and LLaVA-Bench (in-the-wild), graded
-by the run's judge (`--judge_model` / `--judge_config`) with MM-Vet's official grading prompt
-(`mmvet_official`) and the package's `llava_w` judge prompt; and MathVista, whose answer lmms-eval
-has GPT extract and which is read here by MathVista's own rules (`extract.mathvista`, no judge).
+by the run's judge (`--judge_model` / `--judge_config`) with their own judge prompts (`mmvet_official`,
+and LLaVA's review prompt with the image captions, `llava_bench_review`); and MathVista, whose answer
+lmms-eval has GPT extract and which is read here by MathVista's own rules (`extract.mathvista`).
 
 The metrics here read the judges' verdicts and add the breakdowns lmms-eval reports (LLaVA-Bench
 per question category) or logs (MM-Vet per capability)."""
@@ -71,6 +71,15 @@ METRICS.add("mmvet_capabilities", Metric(
 # LLaVA-Bench (in-the-wild) -----------------------------------------------------------------------
 
 
+@DOC_PROCESSORS.register("llava_bench")
+def llava_bench(row: dict[str, Any]) -> dict[str, Any]:
+    """What LLaVA-Bench's judge is shown: the question and, as context, the image's captions (one
+    per line), as lmms-eval builds its review query."""
+    captions = row.get("caption") or []
+    context = "\n".join(captions) if isinstance(captions, list) else str(captions)
+    return {"judge_question": _text(row, "question", "llava_w"), "judge_context": context}
+
+
 def llava_w_category_item(prediction: str | None, targets: Sequence[str], fields: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's ratings of the reference and of the answer, and the question's `category`."""
     return {**llava_w_item(prediction, targets, fields), "category": _text(fields, "category", "llava_w")}
@@ -89,7 +98,7 @@ def llava_w_category_aggregate(items: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 METRICS.add("llava_w_categories", Metric(
     "llava_w_categories", llava_w_category_item, llava_w_category_aggregate, stderr="bootstrap",
-    to_100=lambda v: min(v, 100.0), headline="all", judge="llava_w",
+    to_100=lambda v: min(v, 100.0), headline="all", judge="llava_bench_review",
 ))  # fmt: skip
 
 
