@@ -98,6 +98,11 @@ class ScriptedJudge(_Scripted):
             tight = [t.replace(" <AND> ", "<AND>").replace(" <OR> ", "<OR>").strip() for t in (truth, pred)]
             right = tight[0] == tight[1]
             return Response(request.id, text=f"{(0.5 if self.args.harsh else 1.0) if right else 0.0} (scripted)")
+        if prompt.endswith("\n\nExtracted answer: "):  # MathVista's extraction prompt: the last list, number or letter
+            response = prompt.removesuffix("\n\nExtracted answer: ").rsplit("\n\n", 1)[1]
+            found = re.findall(r"\[[^\]]*\]", response) or re.findall(r"-?\d+(?:\.\d+)?", response)
+            found = found or re.findall(r"\b[A-Z]\b", response)
+            return Response(request.id, text=found[-1] if found else "")
         if "[End of Assistant 2]" in prompt:  # LLaVA-Bench's review prompt
             reference = prompt.split("[Assistant 1]\n", 1)[1].split("\n\n[End of Assistant 1]", 1)[0]
             answer = prompt.split("[Assistant 2]\n", 1)[1].split("\n\n[End of Assistant 2]", 1)[0]

@@ -31,7 +31,8 @@ from task_fixtures import (
 )
 
 from fastmmeval.extract import EXTRACTORS
-from fastmmeval.judge.pipeline import judge_calls
+from fastmmeval.judge.judge import Verdict
+from fastmmeval.judge.pipeline import judge_calls, judged_score
 from fastmmeval.metrics import METRICS
 from fastmmeval.metrics.base import JUDGE_VERDICT
 from fastmmeval.protocol import Response
@@ -218,7 +219,7 @@ def test_mathvista_reads_and_scores_plain_answers_as_lmms_eval_without_its_judge
     GPT extraction is made to fail loudly, so these answers never reach it."""
     peer = lmms_eval_module("tasks.mathvista.utils")
     monkeypatch.setattr(peer.mathvista_evaluator, "get_chat_response", lambda *a, **k: pytest.fail("asked GPT"))
-    extract, metric = EXTRACTORS.get("mathvista"), METRICS.get("mathvista_accuracy")
+    extract, metric = EXTRACTORS.get("mathvista_judge"), METRICS.get("mathvista_accuracy")
     # pid: {response: our verdict}
     plain = {"1": {"square": 100.0, "circle": 0.0, "triangle": 0.0}, "2": {"3": 100.0, "4": 0.0, "03": 100.0},
              "3": {"2.5": 100.0, "2.50": 100.0, "2.46": 100.0, "3": 0.0},
@@ -290,3 +291,38 @@ def test_the_llava_bench_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_r
         assert prompt.render(case) == sent[-1] and row["caption"] in sent[-1]
         assert prompt.read(reply, case) == {"reference": theirs[0], "answer": theirs[1]}
         assert theirs == [7, 4]
+
+
+def test_the_mathvista_extraction_judge_is_asked_and_read_as_lmms_eval_asks_and_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer the rules leave to the judge: lmms-eval's own mathvista_process_results, with its
+    GPT call replaced by a recorder, sends our judge's query and turns the same reply into the same
+    prediction (float answers aside: lmms-eval 0.7.3 cannot normalize them, a listed difference)."""
+    peer = lmms_eval_module("tasks.mathvista.utils")
+    sent: list[str] = []
+    replies = {"1": "B", "2": "3", "3": "2.5", "4": "0.667", "5": "[2007, 2008]"}
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    save_split(tmp_path, task_config("mathvista_testmini"), mathvista_rows(), MATHVISTA)
+    task = Task(task_config("mathvista_testmini"))
+    for ref, row in zip(task.doc_refs(), mathvista_rows(), strict=True):
+        reply = replies[row["pid"]]
+
+        def gpt(prompt: str, *args: Any, reply: str = reply, **kwargs: Any) -> str:
+            sent.append(prompt)
+            return reply
+
+        monkeypatch.setattr(peer.mathvista_evaluator, "get_chat_response", gpt)
+        pred = "Looking at the figure closely, I would say the answer is as follows."
+        theirs = peer.mathvista_process_results(row, [pred])["llm_as_judge_eval"]
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        response = Response(request.id, text=pred)
+        [(use, prompt, case)] = judge_calls(task, doc, request, response)
+        assert use == "extract" and prompt.id == "mathvista_extract@1" and prompt.render(case) == sent[-1]
+        verdict = Verdict("scripted", prompt.id, reply, prompt.read(reply, case), None)
+        ours = judged_score(task, doc, response, {"extract": [verdict]})
+        assert ours["extract_rule"].startswith("judge+")
+        if row["answer_type"] != "float":
+            assert ours["extracted"] == theirs["prediction"]
+            assert ours["metrics"]["llm_as_judge_eval"] == 100.0 * theirs["true_false"] == 100.0

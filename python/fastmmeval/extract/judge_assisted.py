@@ -1,16 +1,24 @@
 """Judge-assisted extraction, after MMBench: the rules first; only when they cannot read the
-answer is a judge asked which option it matches; when the judge matches none, the answer is
-`unparsed` (scored wrong). Never a random letter.
+answer is a judge asked which option it matches (or, for MathVista, what the answer is); when the
+judge matches none, the answer is `unparsed` (scored wrong). Never a random letter.
 
 The rules part is an ordinary extractor; `JUDGE_ASSISTED` tells the evaluator which judge prompt
 to ask when it returns `unparsed` (the evaluator owns the judge calls, see `fastmmeval.judge`)."""
 
 from __future__ import annotations
 
-from fastmmeval.extract.base import EXTRACTORS
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from fastmmeval.extract.base import EXTRACTORS, Extraction
+from fastmmeval.extract.mathvista import mathvista_finish
 from fastmmeval.extract.options import option_letter
 
 # extractor name -> the judge prompt asked when its rules leave the answer unparsed
-JUDGE_ASSISTED: dict[str, str] = {"option_letter_judge": "mmbench_option"}
+JUDGE_ASSISTED: dict[str, str] = {"option_letter_judge": "mmbench_option", "mathvista_judge": "mathvista_extract"}
+# extractor name -> how the judge's reply (text, options, doc fields) becomes the answer (default: as it is)
+JUDGE_FINISH: dict[str, Callable[[str, Sequence[str], Mapping[str, Any]], Extraction]] = {
+    "mathvista_judge": mathvista_finish,
+}
 
 EXTRACTORS.add("option_letter_judge", option_letter)

@@ -4,8 +4,9 @@ Mirrors `normalize_extracted_answer` and `get_most_similar` in `evaluation/calcu
 of lupantech/MathVista (commit e999481e, run with `--ignore_empty_extractions`), and the rule
 steps of `extract_answer` in `evaluation/extract_answer.py` (the response is a choice text; the
 response is a number; with `--quick_extract`, `The answer is "X".`). Upstream hands every other
-response to GPT-4 to extract the answer; until a judge backend exists, the option-letter and
-number rules of this package take its place, and the normalization then runs on what they found.
+response to GPT-4 to extract the answer: `mathvista_judge` does the same (upstream's rules, then the
+run's judge with MathVista's extraction prompt, then the normalization); `mathvista` needs no judge:
+the option-letter and number rules of this package take its place.
 
 Doc fields: `question_type` (multi_choice or free_form), `answer_type` (text, integer, float or
 list), `choices` (multi_choice; else the task's options), `precision` (decimals, float answers).
@@ -129,3 +130,34 @@ def mathvista(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] 
         m = _LIST.search(response)
         return Extraction(m.group(0), "list") if m else Extraction(None, UNPARSED)
     return normalize_extracted_answer(response, [], question_type, answer_type, precision)
+
+
+@EXTRACTORS.register("mathvista_judge")
+def mathvista_rules_first(
+    text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None
+) -> Extraction:
+    """Upstream's rules before its GPT extraction, normalized: the response is a choice's text, or
+    (integer / float answers) a number Python reads as it is; every other response is unparsed here,
+    for the judge (`mathvista_extract`), whose reply `mathvista_finish` normalizes."""
+    fields = fields or {}
+    question_type, answer_type = _field(fields, "question_type"), _field(fields, "answer_type")
+    response = text.strip()
+    choices = [str(c) for c in (fields.get("choices") or options)]
+    if question_type == "multi_choice" and response in choices:
+        return Extraction(response, "choice_text")
+    read = {"integer": int, "float": float}.get(answer_type)
+    if read is not None and response:
+        try:
+            read(response)
+        except ValueError:
+            return Extraction(None, UNPARSED)
+        return normalize_extracted_answer(response, choices, question_type, answer_type, fields.get("precision"))
+    return Extraction(None, UNPARSED)
+
+
+def mathvista_finish(extraction: str, options: Sequence[str], fields: Mapping[str, Any]) -> Extraction:
+    """A judge's extracted answer, normalized as MathVista's scorer does (`normalize_extracted_answer`)."""
+    choices = [str(c) for c in (fields.get("choices") or options)]
+    return normalize_extracted_answer(
+        extraction, choices, _field(fields, "question_type"), _field(fields, "answer_type"), fields.get("precision")
+    )

@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from fastmmeval.extract import UNPARSED, Extraction
-from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
+from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED, JUDGE_FINISH
 from fastmmeval.judge.judge import Judge, Verdict
 from fastmmeval.judge.prompts import PROMPTS, JudgeInput, JudgePrompt
 from fastmmeval.protocol import Doc, Request, Response
@@ -60,6 +60,10 @@ def judged_score(task: Task, doc: Doc, response: Response, verdicts: Mapping[str
             extraction = Extraction(None, "judge_failed")
         else:
             extraction = Extraction(extract.value, "judge" if extract.value is not None else UNPARSED)
+            finish = JUDGE_FINISH.get(task.config.extractor or "")
+            if finish is not None and extract.value is not None:
+                found = finish(extract.value, task.options(doc), doc.fields)
+                extraction = Extraction(found.value, f"judge+{found.rule}")
     values = {use: v.value for use, v in first.items() if use != EXTRACT and v.error is None}
     out = task.score(doc, response, extraction, values)
     if extraction is not None and extraction.rule == "judge_failed":

@@ -239,6 +239,72 @@ PROMPTS.add("llava_bench_review", JudgePrompt(
     level="interval",
     agreement_value=lambda v: v["answer"] / v["reference"],
 ))
+def _read_extracted(raw: str, case: JudgeInput) -> str:
+    """MathVista's extraction reply: the extracted answer, as it is (an empty one is unreadable)."""
+    if not raw.strip():
+        raise JudgmentError("empty extraction")
+    return raw.strip()
+
+
+# MathVista's answer-extraction prompt (lupantech/MathVista `evaluation/prompts/ext_ans.py`, as
+# lmms-eval 0.7.3's `mathvista_evals.py` sends it): five worked examples, then the dataset's query
+# (the doc's `judge_question` field), the model's response and "Extracted answer: ".
+MATHVISTA_EXTRACTION_FEW_SHOT = """Please read the following example. Then extract the answer from the model response \
+and type it at the end of the prompt.
+
+Hint: Please answer the question requiring an integer answer and provide the final value, e.g., 1, 2, 3, at the end.
+Question: Which number is missing?
+
+Model response: The number missing in the sequence is 14.
+
+Extracted answer: 14
+
+Hint: Please answer the question requiring a floating-point number with one decimal place and provide the final \
+value, e.g., 1.2, 1.3, 1.4, at the end.
+Question: What is the fraction of females facing the camera?
+
+Model response: The fraction of females facing the camera is 0.6, which means that six out of ten females in the \
+group are facing the camera.
+
+Extracted answer: 0.6
+
+Hint: Please answer the question requiring a floating-point number with two decimal places and provide the final \
+value, e.g., 1.23, 1.34, 1.45, at the end.
+Question: How much money does Luca need to buy a sour apple candy and a butterscotch candy? (Unit: $)
+
+Model response: Luca needs $1.45 to buy a sour apple candy and a butterscotch candy.
+
+Extracted answer: 1.45
+
+Hint: Please answer the question requiring a Python list as an answer and provide the final list, e.g., [1, 2, 3], \
+[1.2, 1.3, 1.4], at the end.
+Question: Between which two years does the line  graph saw its maximum peak?
+
+Model response: The line graph saw its maximum peak between 2007 and 2008.
+
+Extracted answer: [2007, 2008]
+
+Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end.
+Question: What fraction of the shape is blue?
+Choices:
+(A) 3/11
+(B) 8/11
+(C) 6/11
+(D) 3/5
+
+Model response: The correct answer is (B) 8/11.
+
+Extracted answer: B"""
+PROMPTS.add("mathvista_extract", JudgePrompt(
+    name="mathvista_extract",
+    version=1,
+    system="",
+    template=MATHVISTA_EXTRACTION_FEW_SHOT.replace("{", "{{").replace("}", "}}")
+    + "\n\n{question}\n\n{answer}\n\nExtracted answer: ",
+    read=_read_extracted,
+    level="nominal",
+    agreement_value=str,
+))
 PROMPTS.add("mmbench_option", JudgePrompt(
     name="mmbench_option",
     version=1,

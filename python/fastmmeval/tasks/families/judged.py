@@ -1,7 +1,7 @@
 """Benchmarks lmms-eval 0.7.3 scores with a GPT judge: MM-Vet and LLaVA-Bench (in-the-wild), graded
 by the run's judge (`--judge_model` / `--judge_config`) with their own judge prompts (`mmvet_official`,
-and LLaVA's review prompt with the image captions, `llava_bench_review`); and MathVista, whose answer
-lmms-eval has GPT extract and which is read here by MathVista's own rules (`extract.mathvista`).
+and LLaVA's review prompt with the image captions, `llava_bench_review`); and MathVista, whose answers
+the judge extracts with MathVista's extraction prompt when the rules cannot (`mathvista_judge`).
 
 The metrics here read the judges' verdicts and add the breakdowns lmms-eval reports (LLaVA-Bench
 per question category) or logs (MM-Vet per capability)."""
@@ -115,7 +115,8 @@ _FORMAT_HINTS = {
 @DOC_PROCESSORS.register("mathvista_format_prompt")
 def mathvista_format_prompt(row: dict[str, Any]) -> dict[str, str]:
     """`format_query`: lmms-eval's zero-shot "format-prompt" query (task mathvista_testmini_format):
-    the question with its unit, the choices lettered "A. ...", and the answer-format hint."""
+    the question with its unit, the choices lettered "A. ...", and the answer-format hint; and
+    `judge_question`: the dataset's own `query`, which the answer-extraction judge is shown."""
     question_type, answer_type = row["question_type"], row["answer_type"]
     if question_type == "multi_choice":
         hint = "Answer with the option's letter from the given choices directly."
@@ -128,7 +129,8 @@ def mathvista_format_prompt(row: dict[str, Any]) -> dict[str, str]:
             )
     question = str(row["question"]) + (f" (Unit: {row['unit']})" if row.get("unit") else "")
     choices = format_options([str(c) for c in row["choices"]]) if row.get("choices") else ""
-    return {"format_query": "\n".join(part for part in (question, choices, hint) if part).strip()}
+    format_query = "\n".join(part for part in (question, choices, hint) if part).strip()
+    return {"format_query": format_query, "judge_question": str(row.get("query") or "")}
 
 
 def mathvista_correct(prediction: str | None, targets: Sequence[str], fields: Mapping[str, Any]) -> float:
