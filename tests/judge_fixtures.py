@@ -103,6 +103,13 @@ class ScriptedJudge(_Scripted):
             found = re.findall(r"\[[^\]]*\]", response) or re.findall(r"-?\d+(?:\.\d+)?", response)
             found = found or re.findall(r"\b[A-Z]\b", response)
             return Response(request.id, text=found[-1] if found else "")
+        if prompt.endswith("\nYour output: "):  # MMBench's option-matching prompt: its third example
+            case = prompt.rsplit("Example 3: \n", 1)[1]
+            lines = case.split("There are several options: \n", 1)[1].split("\n\nAnswer: ", 1)[0].splitlines()
+            answer = case.rsplit("\nAnswer: ", 1)[1].removesuffix("\nYour output: ")
+            options = dict(line.split(". ", 1) for line in lines)
+            hits = [letter for letter, text in options.items() if text.lower().removeprefix("a ") in answer.lower()]
+            return Response(request.id, text=hits[0] if len(hits) == 1 else "E")
         if "[End of Assistant 2]" in prompt:  # LLaVA-Bench's review prompt
             reference = prompt.split("[Assistant 1]\n", 1)[1].split("\n\n[End of Assistant 1]", 1)[0]
             answer = prompt.split("[Assistant 2]\n", 1)[1].split("\n\n[End of Assistant 2]", 1)[0]

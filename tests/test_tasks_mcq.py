@@ -40,9 +40,14 @@ from task_fixtures import (
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS
+from fastmmeval.judge.pipeline import judge_calls
+from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS
+from fastmmeval.protocol import Response
 from fastmmeval.tasks.families import mcq, mmmu
 from fastmmeval.tasks.processors import DOC_PROCESSORS
+from fastmmeval.tasks.sources import DATA_DIR_ENV
+from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 INT64, SEQ = datasets.Value("int64"), datasets.Sequence(datasets.Value("string"))
@@ -357,7 +362,7 @@ def test_a_task_runs_with_lmms_eval_prompt_result_keys_and_score(bench: Bench, t
     rows = bench.rows()
     save_split(tmp_path / "data", task_config(bench.task), rows, bench.features)
     answers = {**bench.right, **bench.wrong}
-    judged = task_config(bench.task).extractor == "option_letter_judge"  # MMBench: needs a judge, asks none here
+    judged = task_config(bench.task).extractor == "mmbench_judge"  # MMBench: needs a judge, asks none here
     extra = scripted_judge(tmp_path) if judged else []
     results, samples = run_task(tmp_path, tmp_path / "data", bench.task, answers, list(answers), *extra)
     by_id = {bench.doc_id(i, r): r for i, r in enumerate(rows)}
@@ -578,3 +583,28 @@ def test_cmmmu_reads_answers_as_lmms_eval() -> None:
                      "parsed_pred": utils.get_fill_blank_prediction(answer, reference)}  # fmt: skip
             ours = mmmu.cmmmu_acc(answer, [reference], {"type": "填空"})
             assert ours == utils.eval_cmmmu([entry])["acc"], (answer, reference)
+
+
+def test_the_mmbench_judge_is_asked_as_lmms_eval_asks_and_its_reply_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For an answer the rules leave to the judge, our judge gets lmms-eval's query word for word
+    (`MMBench_Evaluator.build_prompt` over `build_option_str`), and a reply is read as its
+    `can_infer` reads it (E: no option)."""
+    evaluator = lmms("mmbench.en_utils").mmbench_evaluator
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    save_split(tmp_path, task_config("mmbench_en_dev"), mmbench_rows(), MMBENCH)
+    task = Task(task_config("mmbench_en_dev"))
+    pred = "It looks like a pet of some kind."
+    for ref, row in zip(task.doc_refs(), mmbench_rows(), strict=True):
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        [(use, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
+        options = evaluator.build_option_str(evaluator.extract_options(row))
+        assert use == "extract" and prompt.render(case) == evaluator.build_prompt(row["question"], options, pred)
+        choices = evaluator.build_choices(row)
+        replies = ["A", "B", "E", "(C)", "D.", "The answer is A dog", f"The answer is {row['B']}", "B or C",
+                   f"{row['A']} and {row['B']}", "a b c", ":B", "Answer: (A)."]  # fmt: skip
+        for reply in replies:
+            theirs = evaluator.can_infer(reply, dict(choices)) or None
+            assert mmbench_can_infer(reply, task.options(doc)) == theirs, reply

@@ -305,6 +305,55 @@ PROMPTS.add("mathvista_extract", JudgePrompt(
     level="nominal",
     agreement_value=str,
 ))
+_MMBENCH_MARKS = (("", ""), ("", "."), ("", ","), ("", ":"), ("", ")"), ("", ")."), ("(", ")"), ("(", ")."),
+                  (":", ""), (":", ","), (":", "."), (":", ")"), (":", ")."))  # fmt: skip
+
+
+def mmbench_can_infer(reply: str, options: Sequence[str]) -> str | None:
+    """The letter MMBench's evaluator (lmms-eval 0.7.3 `MMBench_Evaluator.can_infer`) reads in a
+    reply: the one of A-E standing alone among its words, bare or with one of _MMBENCH_MARKS
+    (a bare "A" in a reply of more than three words may be the article and is not taken), else the
+    one option (of the first four) whose text the reply contains; None when none or several."""
+    words = [w.strip() for w in reply.split()]
+    for k, (prefix, suffix) in enumerate(_MMBENCH_MARKS):
+        found = [c for c in "ABCDE" if prefix + c + suffix in words]
+        if len(found) == 1 and not (k == 0 and "A" in words and len(words) > 3):
+            return found[0]
+    lower = reply.lower()
+    hits = [LETTERS[i] for i, option in enumerate(options[:4]) if str(option).lower() in lower]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _read_mmbench_reply(raw: str, case: JudgeInput) -> str | None:
+    """MMBench's reading of its judge's reply (`mmbench_can_infer`): "E" (no option is similar), or
+    a letter past the doc's options, is no match; a reply it reads no letter in is unreadable."""
+    letter = mmbench_can_infer(raw, case.options)
+    if letter is None:
+        raise JudgmentError(f"judgment names no option: {raw[:80]!r}")
+    return letter if letter in LETTERS[: len(case.options)] and letter != "E" else None
+
+
+# MMBench's option-matching prompt (VLMEvalKit / lmms-eval 0.7.3 `MMBench_Evaluator.build_prompt` over
+# `build_option_str`): two worked examples, then the doc's bare question, its options and the answer.
+PROMPTS.add("mmbench_official", JudgePrompt(
+    name="mmbench_official",
+    version=1,
+    system="",
+    template=(
+        "You are an AI assistant who will help me to match an answer with several options of a single-choice "
+        "question. You are provided with a question, several options, and an answer, and you need to find which "
+        "option is most similar to the answer. If the meaning of all options are significantly different from the "
+        "answer, output E. Your should output a single uppercase character in A, B, C, D (if they are valid "
+        "options), and E. \nExample 1: \nQuestion: What is the main object in image?\nOptions: A. teddy bear "
+        "B. rabbit C. cat D. dog\nAnswer: a cute teddy bear\nYour output: A\nExample 2: \nQuestion: What is the "
+        "main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\nAnswer: Spider\nYour output: E\n"
+        "Example 3: \nQuestion: {question}?\nOptions: There are several options: \n{options}\n\nAnswer: {answer}\n"
+        "Your output: "
+    ),
+    read=_read_mmbench_reply,
+    level="nominal",
+    agreement_value=lambda v: "E" if v is None else v,
+))
 PROMPTS.add("mmbench_option", JudgePrompt(
     name="mmbench_option",
     version=1,

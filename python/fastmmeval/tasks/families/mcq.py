@@ -130,7 +130,8 @@ def _missing(value: Any) -> bool:
 @DOC_PROCESSORS.register("mmbench")
 def mmbench(row: dict[str, Any]) -> dict[str, Any]:
     """`choices`: the option texts of the columns A-E that hold one; `hinted_question`: the question
-    after the hint and a space when the doc has a hint (lmms-eval's mmbench_doc_to_text)."""
+    after the hint and a space when the doc has a hint (lmms-eval's mmbench_doc_to_text);
+    `judge_question`: the bare question, which MMBench's option-matching judge is shown."""
     letters = [c for c in "ABCDE" if row.get(c) and not _missing(row.get(c))]
     if not letters or "".join(letters) != LETTERS[: len(letters)]:
         raise DocError(f"options must be columns A, B, ... without gaps, got {''.join(letters) or 'none'}")
@@ -138,6 +139,7 @@ def mmbench(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "choices": [str(row[c]) for c in letters],
         "hinted_question": question if _missing(hint) else f"{hint} {question}",
+        "judge_question": question,
     }
 
 
