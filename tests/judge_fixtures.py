@@ -103,6 +103,12 @@ class ScriptedJudge(_Scripted):
             found = re.findall(r"\[[^\]]*\]", response) or re.findall(r"-?\d+(?:\.\d+)?", response)
             found = found or re.findall(r"\b[A-Z]\b", response)
             return Response(request.id, text=found[-1] if found else "")
+        if prompt.startswith("Imagine you are an intelligent teacher."):  # HallusionBench's correctness prompt
+            reference = prompt.split("\nReference answer: ", 1)[1].split("\nPrediction answer:", 1)[0]
+            answer = prompt.split("\nPrediction answer:", 1)[1].removesuffix("\nOutput:")
+            said = re.findall(r"\b(yes|no)\b", answer.lower())
+            truth = "yes" if re.search(r"\b(yes|true)\b", reference.lower()) else "no"
+            return Response(request.id, text="unclear" if not said else "correct" if said[0] == truth else "incorrect")
         if prompt.endswith("\nYour output: "):  # MMBench's option-matching prompt: its third example
             case = prompt.rsplit("Example 3: \n", 1)[1]
             lines = case.split("There are several options: \n", 1)[1].split("\n\nAnswer: ", 1)[0].splitlines()

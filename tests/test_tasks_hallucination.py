@@ -11,6 +11,7 @@ question, gt_answer_details, gt_answer, filename, image; gt_answer is "1" yes / 
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -32,8 +33,12 @@ from task_fixtures import (
 )
 
 from fastmmeval.extract import EXTRACTORS
+from fastmmeval.judge.pipeline import judge_calls
 from fastmmeval.metrics import METRICS
+from fastmmeval.protocol import Response
 from fastmmeval.tasks.families.hallucination import hallusion_verdict
+from fastmmeval.tasks.sources import DATA_DIR_ENV
+from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 MME = datasets.Features({"question_id": S, "image": IMAGE, "question": S, "answer": S, "category": S})
@@ -105,11 +110,21 @@ def values(results: dict[str, Any]) -> dict[str, float]:
     return {k.removesuffix(",none"): v for k, v in results.items() if k.endswith(",none") and "stderr" not in k}
 
 
+def judge_args(tmp_path: Path, task: str) -> list[str]:
+    """`--judge_config` flags for tests/judge_fixtures.py's scripted judge, for the task that needs
+    a judge (HallusionBench)."""
+    if task != "hallusion_bench_image":
+        return []
+    config = tmp_path / "judges.json"
+    config.write_text(json.dumps({"judges": [{"name": "judge", "model": "scripted_judge"}]}))
+    return ["--judge_config", str(config)]
+
+
 def run_both(tmp_path: Path, data: Path, task: str, right: list[str], wrong: list[str]) -> tuple[dict, dict, list]:
     """(values for the right answers, values for the wrong answers, the right run's samples)."""
     ids = [str(i) for i in range(len(right))]
-    best, samples = run_task(tmp_path, data, task, dict(zip(ids, right, strict=True)), ids)
-    worst, _ = run_task(tmp_path, data, task, dict(zip(ids, wrong, strict=True)), ids)
+    best, samples = run_task(tmp_path, data, task, dict(zip(ids, right, strict=True)), ids, *judge_args(tmp_path, task))
+    worst, _ = run_task(tmp_path, data, task, dict(zip(ids, wrong, strict=True)), ids, *judge_args(tmp_path, task))
     return values(best), values(worst), samples
 
 
@@ -164,7 +179,8 @@ def test_prompts_equal_lmms_eval(tmp_path: Path) -> None:
         config, data = task_config(task), tmp_path / task
         save_split(data, config, rows(), {"mme": MME, "hallusion_bench_image": HALLUSION}.get(task, POPE))
         ids = [str(i) for i in range(len(rows()))]
-        _, samples = run_task(tmp_path, data, task, dict.fromkeys(ids, "yes"), ids, "--limit", "3")
+        _, samples = run_task(tmp_path, data, task, dict.fromkeys(ids, "yes"), ids, "--limit", "3",
+                              *judge_args(tmp_path, task))  # fmt: skip
         assert_renders(samples)
         for sample, row in zip(samples, rows(), strict=False):
             assert prompt_text(sample).replace("<image>", "") == lmms_eval_prompt(folder, yaml_file, row), task
@@ -236,7 +252,9 @@ def test_hallusion_bench_scores_from_figures_and_question_pairs(tmp_path: Path) 
     # One wrong answer on the edited VD figure: 5/6 questions, 3/4 figures, 2/3 questions on all their figures.
     one_wrong = [*right[:3], "No.", *right[4:]]
     ids = [str(i) for i in range(6)]
-    ours = values(run_task(tmp_path, data, "hallusion_bench_image", dict(zip(ids, one_wrong, strict=True)), ids)[0])
+    answers = dict(zip(ids, one_wrong, strict=True))
+    task = "hallusion_bench_image"
+    ours = values(run_task(tmp_path, data, task, answers, ids, *judge_args(tmp_path, task))[0])
     assert ours == pytest.approx({"aAcc": 500 / 6, "fAcc": 75.0, "qAcc": 200 / 3})
 
 
@@ -283,3 +301,44 @@ def test_hallusion_bench_aggregates_equal_lmms_eval_on_random_verdicts(tmp_path:
             verdicts.append(hallusion_verdict(found, doc["gt_answer"]))
         theirs = lmms_eval_hallusion(docs, verdicts, tmp_path)
         assert {k: m.aggregate(items) for k, m in metrics.items()} == pytest.approx(theirs, abs=1e-4)
+
+
+def test_the_hallusion_judge_is_asked_and_read_as_lmms_eval_asks_and_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lmms-eval's own evaluate_by_chatgpt, with its HTTP call replaced by a recorder, sends the
+    query our judge gets and reads the same verdict from the same reply."""
+    peer = lmms_eval_module("tasks.hallusion_bench.utils")
+    sent: list[str] = []
+    reply = {"text": ""}
+
+    class Reply:
+        def raise_for_status(self) -> None:
+            pass
+
+        def json(self) -> dict[str, Any]:
+            return {"choices": [{"message": {"content": reply["text"]}}]}
+
+    def post(url: str, headers: Any = None, json: Any = None, timeout: float = 0) -> Reply:
+        sent.append(json["messages"][0]["content"])
+        return Reply()
+
+    monkeypatch.setattr(peer.requests, "post", post)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    save_split(tmp_path / "data", task_config("hallusion_bench_image"), hallusion_rows(), HALLUSION)
+    task = Task(task_config("hallusion_bench_image"))
+    for ref, row in zip(task.doc_refs(), hallusion_rows(), strict=True):
+        pred = "Yes, I believe the statement holds."
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        calls = judge_calls(task, doc, request, Response(request.id, text=pred))
+        _, prompt, case = calls[0]
+        # The three metrics ask the same question (the judge is asked it once).
+        assert {(p.id, p.render(c)) for _, p, c in calls} == {("hallusion_correctness@1", prompt.render(case))}
+        for text in ("correct", "Incorrect.", "The answer is unclear", "I cannot say"):
+            reply["text"] = text
+            sample = {**{k: v for k, v in row.items() if k != "image"}, "model_prediction": pred}
+            [theirs] = peer.evaluate_by_chatgpt([sample], "model_prediction", "gpt_check",
+                                                save_json_path=str(tmp_path / "hb.json"))  # fmt: skip
+            assert prompt.render(case) == sent[-1]
+            assert prompt.read(text, case) == int(theirs["gpt_check"]), text

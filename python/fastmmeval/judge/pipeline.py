@@ -35,7 +35,7 @@ def judge_calls(task: Task, doc: Doc, request: Request, response: Response) -> l
     case = JudgeInput(
         question=str(doc.fields.get("judge_question") or "\n".join(m.text for m in request.messages)),
         answer=response.text or "",
-        reference=task.targets(doc),
+        reference=[str(doc.fields["judge_reference"])] if doc.fields.get("judge_reference") else task.targets(doc),
         criteria=str(doc.fields.get("criteria") or ""),
         options=task.options(doc),
         context=str(doc.fields.get("judge_context") or ""),

@@ -19,7 +19,8 @@ from fastmmeval.registry import Registry
 class JudgeInput:
     """What a judge sees of one doc: the question (the doc's `judge_question` field when its task
     sets one, e.g. the bare question without the model's instructions; else the prompt text), the
-    model's answer, the reference answers, the per-item criteria (may be empty), the options
+    model's answer, the reference answers (the doc's `judge_reference` field when set, else the
+    task's targets), the per-item criteria (may be empty), the options
     (multiple choice) and what the judge is told about the image (the doc's `judge_context` field,
     e.g. LLaVA-Bench's captions; may be empty)."""
 
@@ -353,6 +354,30 @@ PROMPTS.add("mmbench_official", JudgePrompt(
     read=_read_mmbench_reply,
     level="nominal",
     agreement_value=lambda v: "E" if v is None else v,
+))
+def _read_hallusion(raw: str, case: JudgeInput) -> int:
+    """HallusionBench's reading: 0 (incorrect) when the reply says "incorrect", else 1 (correct)
+    when it says "correct", else 2 (unclear)."""
+    text = raw.lower()
+    return 0 if "incorrect" in text else 1 if "correct" in text else 2
+
+
+# HallusionBench's correctness prompt (its `evaluate_by_chatgpt`, as lmms-eval 0.7.3 sends it).
+PROMPTS.add("hallusion_correctness", JudgePrompt(
+    name="hallusion_correctness",
+    version=1,
+    system="",
+    template=(
+        "Imagine you are an intelligent teacher. Thoroughly read the question, reference answer and the "
+        "prediction answer to ensure a clear understanding of the information provided. Assess the correctness "
+        "of the predictions. If the prediction answer does not conflict with the reference answer, please "
+        "generate \u201ccorrect\u201d. If the prediction answer conflict with the reference answer, please generate "
+        "\u201cincorrect\u201d. If the prediction answer is unclear about the answer, please generate \"unclear\". "
+        "\n\n Question:{question}\nReference answer: {reference}\nPrediction answer:{answer}\nOutput:"
+    ),
+    read=_read_hallusion,
+    level="nominal",
+    agreement_value=str,
 ))
 PROMPTS.add("mmbench_option", JudgePrompt(
     name="mmbench_option",

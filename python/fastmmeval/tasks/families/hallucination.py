@@ -12,7 +12,7 @@ from typing import Any
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS, UNPARSED, Extraction
-from fastmmeval.metrics import METRICS, Metric
+from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 
 # MME's questions end with this; lmms-eval drops it whenever a post-prompt replaces it.
@@ -69,11 +69,13 @@ def hallusion_item(prediction: str | None, targets: Sequence[str], fields: Mappi
     """{"set", "figure", "question", "no_figure", "correct"} for one question. `set` is
     category_subcategory_set_id (the cluster both groupings live in); a VS question without a
     figure (figure_id 0) is correct when its verdict is correct or unclear, as lmms-eval's
-    `assign_correctness`; every other question only when correct."""
+    `assign_correctness`; every other question only when correct. The verdict is the judge's
+    (`hallusion_correctness` prompt) when the metric is a judge metric, else `hallusion_verdict`'s."""
     if len(targets) != 1:
         raise DocError(f"hallusion_bench: expected one target (gt_answer), got {len(targets)}")
     category, figure = _text(fields, "category"), _text(fields, "figure_id")
-    verdict = hallusion_verdict(prediction, targets[0].strip())
+    judged = JUDGE_VERDICT in fields
+    verdict = fields[JUDGE_VERDICT] if judged else hallusion_verdict(prediction, targets[0].strip())
     no_figure = category == "VS" and figure == "0"
     return {
         "set": "_".join([category, _text(fields, "subcategory"), _text(fields, "set_id")]),
@@ -113,11 +115,22 @@ def _on_100(value: float) -> float:
     return value
 
 
-def _hallusion_metric(name: str, aggregate: Callable[[Sequence[Mapping[str, Any]]], float]) -> Metric:
+def _hallusion_metric(
+    name: str, aggregate: Callable[[Sequence[Mapping[str, Any]]], float], judge: str | None
+) -> Metric:
     # The bootstrap resamples whole sets: both the figure and the question groups lie inside one.
-    return Metric(name, hallusion_item, aggregate, stderr="bootstrap", to_100=_on_100, cluster="set")
+    return Metric(name, hallusion_item, aggregate, stderr="bootstrap", to_100=_on_100, cluster="set", judge=judge)
 
 
+# hallusion_*: verdicts from the yes/no rules; hallusion_*_judged: from the run's judge with
+# HallusionBench's own prompt (the three ask the same question, which the judge answers once).
 for _name, _aggregate in (("hallusion_aacc", hallusion_aacc), ("hallusion_facc", hallusion_facc),
                           ("hallusion_qacc", hallusion_qacc)):  # fmt: skip
-    METRICS.add(_name, _hallusion_metric(_name, _aggregate))
+    METRICS.add(_name, _hallusion_metric(_name, _aggregate, None))
+    METRICS.add(f"{_name}_judged", _hallusion_metric(f"{_name}_judged", _aggregate, "hallusion_correctness"))
+
+
+@DOC_PROCESSORS.register("hallusion_bench")
+def hallusion_bench(row: dict[str, Any]) -> dict[str, str]:
+    """What HallusionBench's judge is shown: the question and, as the reference, `gt_answer_details`."""
+    return {"judge_question": _text(row, "question"), "judge_reference": _text(row, "gt_answer_details")}
