@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +124,25 @@ def lmms_eval_prompt(task_dir: str, file: str, doc: dict[str, Any]) -> str:
     kwargs = (data.get("lmms_eval_specific_kwargs") or {}).get("default")
     fn = getattr(module, func)
     return fn(doc, kwargs) if kwargs is not None else fn(doc)
+
+
+def judge_queries(
+    monkeypatch: Any, tmp_path: Path, task_name: str, rows: list[dict[str, Any]], features: Any,
+    answer: Callable[[dict[str, Any]], str],
+) -> Iterator[tuple[dict[str, Any], str, list[tuple[str, Any, Any]]]]:
+    """(row, the answer given, [(use, judge prompt, judge input)]) for each fixture row: the judge
+    calls a run of the task would make for that answer (its data saved under tmp_path and read
+    from there through $FASTMMEVAL_DATA_DIR)."""
+    from fastmmeval.judge.pipeline import judge_calls
+    from fastmmeval.protocol import Response
+    from fastmmeval.tasks.sources import DATA_DIR_ENV
+    from fastmmeval.tasks.task import Task
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    save_split(tmp_path, task_config(task_name), rows, features)
+    task = Task(task_config(task_name))
+    for ref, row in zip(task.doc_refs(), rows, strict=True):
+        doc = task.doc(ref)
+        request = task.request(doc, seed=0)
+        text = answer(row)
+        yield row, text, judge_calls(task, doc, request, Response(request.id, text=text))

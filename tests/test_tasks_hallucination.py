@@ -23,6 +23,7 @@ import pytest
 from peer_lmms_eval import lmms_eval_module
 from task_fixtures import (
     assert_renders,
+    judge_queries,
     lmms_eval_prompt,
     lmms_eval_yaml,
     photo,
@@ -33,12 +34,8 @@ from task_fixtures import (
 )
 
 from fastmmeval.extract import EXTRACTORS
-from fastmmeval.judge.pipeline import judge_calls
 from fastmmeval.metrics import METRICS
-from fastmmeval.protocol import Response
 from fastmmeval.tasks.families.hallucination import hallusion_verdict
-from fastmmeval.tasks.sources import DATA_DIR_ENV
-from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 MME = datasets.Features({"question_id": S, "image": IMAGE, "question": S, "answer": S, "category": S})
@@ -324,14 +321,10 @@ def test_the_hallusion_judge_is_asked_and_read_as_lmms_eval_asks_and_reads(
         return Reply()
 
     monkeypatch.setattr(peer.requests, "post", post)
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
-    save_split(tmp_path / "data", task_config("hallusion_bench_image"), hallusion_rows(), HALLUSION)
-    task = Task(task_config("hallusion_bench_image"))
-    for ref, row in zip(task.doc_refs(), hallusion_rows(), strict=True):
-        pred = "Yes, I believe the statement holds."
-        doc = task.doc(ref)
-        request = task.request(doc, seed=0)
-        calls = judge_calls(task, doc, request, Response(request.id, text=pred))
+    pred = "Yes, I believe the statement holds."
+    asked = judge_queries(monkeypatch, tmp_path / "data", "hallusion_bench_image", hallusion_rows(), HALLUSION,
+                          lambda r: pred)  # fmt: skip
+    for row, _, calls in asked:
         _, prompt, case = calls[0]
         # The three metrics ask the same question (the judge is asked it once).
         assert {(p.id, p.render(c)) for _, p, c in calls} == {("hallusion_correctness@1", prompt.render(case))}

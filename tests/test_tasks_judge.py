@@ -21,6 +21,7 @@ import pytest
 from peer_lmms_eval import lmms_eval_module
 from task_fixtures import (
     assert_renders,
+    judge_queries,
     lmms_eval_prompt,
     lmms_eval_yaml,
     photo,
@@ -32,11 +33,10 @@ from task_fixtures import (
 
 from fastmmeval.extract import EXTRACTORS
 from fastmmeval.judge.judge import Verdict
-from fastmmeval.judge.pipeline import judge_calls, judged_score
+from fastmmeval.judge.pipeline import judged_score
 from fastmmeval.metrics import METRICS
 from fastmmeval.metrics.base import JUDGE_VERDICT
 from fastmmeval.protocol import Response
-from fastmmeval.tasks.sources import DATA_DIR_ENV
 from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
@@ -248,15 +248,10 @@ def test_the_mmvet_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_reads(t
         return reply, "gpt"
 
     monkeypatch.setattr(peer, "get_chat_response", gpt)
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    save_split(tmp_path, task_config("mmvet"), mmvet_rows(), MMVET)
-    task = Task(task_config("mmvet"))
-    for ref, row in zip(task.doc_refs(), mmvet_rows(), strict=True):
-        pred = f"I think it is {row['answer']}."
+    answer = lambda r: f"I think it is {r['answer']}."  # noqa: E731
+    asked = judge_queries(monkeypatch, tmp_path, "mmvet", mmvet_rows(), MMVET, answer)
+    for row, pred, [(_, prompt, case)] in asked:
         theirs = peer.mmvet_process_results(row, [pred])["gpt_eval_score"]["score"]
-        doc = task.doc(ref)
-        request = task.request(doc, seed=0)
-        [(_, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
         assert prompt.id == "mmvet_official@1" and prompt.system == ""
         assert prompt.render(case) == sent[-1]
         assert prompt.read(reply, case) == theirs == 0.6
@@ -277,16 +272,10 @@ def test_the_llava_bench_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_r
         return peer._parse_comparative_scores(reply)
 
     monkeypatch.setattr(peer, "_get_pipeline", lambda: pipeline)
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    rows = llava_w_rows()
-    save_split(tmp_path, task_config("llava_in_the_wild"), rows, LLAVA_W)
-    task = Task(task_config("llava_in_the_wild"))
-    for ref, row in zip(task.doc_refs(), rows, strict=True):
-        pred = f"My answer to: {row['question']}"
+    answer = lambda r: f"My answer to: {r['question']}"  # noqa: E731
+    for row, pred, [(_, prompt, case)] in judge_queries(monkeypatch, tmp_path, "llava_in_the_wild", llava_w_rows(),
+                                                        LLAVA_W, answer):  # fmt: skip
         theirs = peer.llava_process_results(row, [pred])["gpt_eval_llava_all"]["scores"]
-        doc = task.doc(ref)
-        request = task.request(doc, seed=0)
-        [(_, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
         assert prompt.id == "llava_bench_review@1" and prompt.system == ""
         assert prompt.render(case) == sent[-1] and row["caption"] in sent[-1]
         assert prompt.read(reply, case) == {"reference": theirs[0], "answer": theirs[1]}
@@ -302,10 +291,10 @@ def test_the_mathvista_extraction_judge_is_asked_and_read_as_lmms_eval_asks_and_
     peer = lmms_eval_module("tasks.mathvista.utils")
     sent: list[str] = []
     replies = {"1": "B", "2": "3", "3": "2.5", "4": "0.667", "5": "[2007, 2008]"}
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    save_split(tmp_path, task_config("mathvista_testmini"), mathvista_rows(), MATHVISTA)
+    pred = "Looking at the figure closely, I would say the answer is as follows."
     task = Task(task_config("mathvista_testmini"))
-    for ref, row in zip(task.doc_refs(), mathvista_rows(), strict=True):
+    asked = judge_queries(monkeypatch, tmp_path, "mathvista_testmini", mathvista_rows(), MATHVISTA, lambda r: pred)
+    for row, _, [(use, prompt, case)] in asked:
         reply = replies[row["pid"]]
 
         def gpt(prompt: str, *args: Any, reply: str = reply, **kwargs: Any) -> str:
@@ -313,15 +302,11 @@ def test_the_mathvista_extraction_judge_is_asked_and_read_as_lmms_eval_asks_and_
             return reply
 
         monkeypatch.setattr(peer.mathvista_evaluator, "get_chat_response", gpt)
-        pred = "Looking at the figure closely, I would say the answer is as follows."
         theirs = peer.mathvista_process_results(row, [pred])["llm_as_judge_eval"]
-        doc = task.doc(ref)
-        request = task.request(doc, seed=0)
-        response = Response(request.id, text=pred)
-        [(use, prompt, case)] = judge_calls(task, doc, request, response)
         assert use == "extract" and prompt.id == "mathvista_extract@1" and prompt.render(case) == sent[-1]
         verdict = Verdict("scripted", prompt.id, reply, prompt.read(reply, case), None)
-        ours = judged_score(task, doc, response, {"extract": [verdict]})
+        doc = task.doc(next(r for r in task.doc_refs() if r.id == row["pid"]))
+        ours = judged_score(task, doc, Response("x", text=pred), {"extract": [verdict]})
         assert ours["extract_rule"].startswith("judge+")
         if row["answer_type"] != "float":
             assert ours["extracted"] == theirs["prediction"]

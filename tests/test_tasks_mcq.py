@@ -29,6 +29,7 @@ import pytest
 from peer_lmms_eval import lmms_eval_module
 from task_fixtures import (
     assert_renders,
+    judge_queries,
     lmms_eval_prompt,
     lmms_eval_yaml,
     photo,
@@ -40,14 +41,10 @@ from task_fixtures import (
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS
-from fastmmeval.judge.pipeline import judge_calls
 from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS
-from fastmmeval.protocol import Response
 from fastmmeval.tasks.families import mcq, mmmu
 from fastmmeval.tasks.processors import DOC_PROCESSORS
-from fastmmeval.tasks.sources import DATA_DIR_ENV
-from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 INT64, SEQ = datasets.Value("int64"), datasets.Sequence(datasets.Value("string"))
@@ -592,14 +589,9 @@ def test_the_mmbench_judge_is_asked_as_lmms_eval_asks_and_its_reply_read_the_sam
     (`MMBench_Evaluator.build_prompt` over `build_option_str`), and a reply is read as its
     `can_infer` reads it (E: no option)."""
     evaluator = lmms("mmbench.en_utils").mmbench_evaluator
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    save_split(tmp_path, task_config("mmbench_en_dev"), mmbench_rows(), MMBENCH)
-    task = Task(task_config("mmbench_en_dev"))
     pred = "It looks like a pet of some kind."
-    for ref, row in zip(task.doc_refs(), mmbench_rows(), strict=True):
-        doc = task.doc(ref)
-        request = task.request(doc, seed=0)
-        [(use, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=pred))
+    asked = judge_queries(monkeypatch, tmp_path, "mmbench_en_dev", mmbench_rows(), MMBENCH, lambda r: pred)
+    for row, _, [(use, prompt, case)] in asked:
         options = evaluator.build_option_str(evaluator.extract_options(row))
         assert use == "extract" and prompt.render(case) == evaluator.build_prompt(row["question"], options, pred)
         choices = evaluator.build_choices(row)
@@ -607,4 +599,4 @@ def test_the_mmbench_judge_is_asked_as_lmms_eval_asks_and_its_reply_read_the_sam
                    f"{row['A']} and {row['B']}", "a b c", ":B", "Answer: (A)."]  # fmt: skip
         for reply in replies:
             theirs = evaluator.can_infer(reply, dict(choices)) or None
-            assert mmbench_can_infer(reply, task.options(doc)) == theirs, reply
+            assert mmbench_can_infer(reply, case.options) == theirs, reply
