@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from task_fixtures import (
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.families.vqa import GQA_IMAGES, GQA_IMAGES_SPLIT, exact_match_ignore_punct
+from fastmmeval.tasks.processors import PROCESSOR_DATA
 from fastmmeval.tasks.sources import DATA_DIR_ENV, saved_split_dir
 from fastmmeval.tasks.task import DocRef, Task
 
@@ -323,3 +324,13 @@ def test_gqa_exact_match_equals_lmms_eval_s_with_case_and_punctuation_ignored() 
     assert exact_match_ignore_punct("İ", ["i̇"]) == 1.0
     assert metric(predictions=["İ"], references=["i̇"], ignore_case=True, ignore_punctuation=True)["exact_match"] == 0
     assert exact_match_ignore_punct("T-Shirt.", ["tshirt"]) == 1.0 and exact_match_ignore_punct(None, ["no"]) == 0.0
+
+
+def test_gqa_s_fingerprint_names_its_image_config_too(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    save_split(tmp_path, task_config("gqa"), GQA.rows(), GQA.features)
+    before = Task(task_config("gqa")).fingerprint()
+    assert Task(task_config("gqa")).fingerprint() == before
+    moved = [(replace(GQA_IMAGES, name="other_images"), GQA_IMAGES_SPLIT)]
+    monkeypatch.setitem(PROCESSOR_DATA, "gqa", moved)
+    assert Task(task_config("gqa")).fingerprint() != before

@@ -15,7 +15,7 @@ from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks import families as _families  # noqa: F401  (registers benchmark processors)
 from fastmmeval.tasks.config import TaskConfig
-from fastmmeval.tasks.processors import DOC_PROCESSORS
+from fastmmeval.tasks.processors import DOC_PROCESSORS, PROCESSOR_DATA
 from fastmmeval.tasks.render import format_options, render_messages
 from fastmmeval.tasks.sources import Rows, load_rows
 
@@ -51,10 +51,15 @@ class Task:
         return load_rows(self.config.dataset, self.config.split)
 
     def fingerprint(self) -> str:
-        """The protocol fingerprint (data identity included once the data is loaded)."""
+        """The protocol fingerprint (data identity included once the data is loaded), and the names of
+        the other hub data its `process_doc` reads (e.g. GQA's image config)."""
         from hashlib import sha256
 
-        return sha256(f"{self.config.fingerprint()}|{sorted(self.rows.identity.items())}".encode()).hexdigest()[:16]
+        blob = f"{self.config.fingerprint()}|{sorted(self.rows.identity.items())}"
+        extra = PROCESSOR_DATA.get(self.config.process_doc or "")
+        if extra:
+            blob += f"|{[(sorted(spec.identity().items()), split) for spec, split in extra]}"
+        return sha256(blob.encode()).hexdigest()[:16]
 
     def doc_refs(self, limit: int | None = None) -> list[DocRef]:
         """The first `limit` docs (all when None), in dataset order; only those of the config's
