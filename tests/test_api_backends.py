@@ -159,6 +159,7 @@ def test_adaptive_limit_cuts_once_per_window_and_grows_back() -> None:
     assert limit.limit == pytest.approx(16 * DECREASE)
     limit.rate_limited(time.monotonic())
     assert limit.limit == pytest.approx(16 * DECREASE**2)
+    limit.waiting = 100  # plenty of work left (near its end the limit stops growing: see below)
     for _ in range(200):
         limit.succeeded()
     assert limit.limit == 16
@@ -169,6 +170,21 @@ def test_a_429_with_requests_still_in_flight_cuts_only_to_what_the_server_accept
     limit.limit, limit.in_flight = 17.0, 16  # one above a quota of 16: the 17th was refused
     limit.rate_limited(time.monotonic())
     assert limit.limit == 16
+
+
+def test_near_the_end_of_the_work_the_limit_keeps_one_slot_free_and_stops_growing() -> None:
+    """Once the server has refused a request, a request refused when fewer wait than will start
+    within a Retry-After would be retried after everything else: there the limit leaves a slot."""
+    limit = AdaptiveLimit(32)
+    limit.limit, limit.in_flight, limit.waiting = 16.0, 16, 50
+    assert limit.usable() == 16  # no 429 yet: every slot, however few wait
+    limit.rate_limited(time.monotonic(), retry_after=1.0)  # refused at 16 in flight: the quota is 16
+    limit.succeeded(admitted_at=time.monotonic() - 0.25)  # requests hold a slot 0.25 s: 1 s is 4 more windows
+    assert limit.limit == 16 and limit.usable() == 15  # 50 waiting < 16 x (1 + 1 / 0.25): the end
+    limit.waiting = 100
+    assert limit.usable() == 16
+    limit.succeeded(admitted_at=time.monotonic() - 0.25)
+    assert limit.limit > 16  # probing upwards again
 
 
 def test_retry_after_forms() -> None:
