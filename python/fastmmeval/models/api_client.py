@@ -213,8 +213,10 @@ class AdaptiveLimit:
         changed = self._changed = self._changed or asyncio.Condition()
         async with changed:
             self.waiting += 1
-            await changed.wait_for(lambda: self.in_flight < self.usable())
-            self.waiting -= 1
+            try:
+                await changed.wait_for(lambda: self.in_flight < self.usable())
+            finally:  # also when the wait is cancelled
+                self.waiting -= 1
             self.in_flight += 1
         try:
             yield time.monotonic()
