@@ -300,8 +300,7 @@ PROMPTS.add("mathvista_extract", JudgePrompt(
     name="mathvista_extract",
     version=1,
     system="",
-    template=MATHVISTA_EXTRACTION_FEW_SHOT.replace("{", "{{").replace("}", "}}")
-    + "\n\n{question}\n\n{answer}\n\nExtracted answer: ",
+    template=MATHVISTA_EXTRACTION_FEW_SHOT + "\n\n{question}\n\n{answer}\n\nExtracted answer: ",
     read=_read_extracted,
     level="nominal",
     agreement_value=str,

@@ -122,6 +122,11 @@ def _pick_split(data: Any, split: str, where: str) -> Any:
 
 
 def _from_disk(folder: Path, split: str, spec: DatasetSpec) -> Rows:
+    return Rows(_read_saved(folder, split), folder, {**spec.identity(), "split": split})
+
+
+def _read_saved(folder: Path, split: str) -> Any:
+    """The split of a dataset saved with save_to_disk (a Dataset, or a DatasetDict holding it)."""
     import datasets
 
     if not folder.exists():
@@ -130,7 +135,7 @@ def _from_disk(folder: Path, split: str, spec: DatasetSpec) -> Rows:
         data = datasets.load_from_disk(str(folder))
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError(f"{folder}: not a dataset saved with save_to_disk ({e})") from None
-    return Rows(_pick_split(data, split, str(folder)), folder, {**spec.identity(), "split": split})
+    return _pick_split(data, split, str(folder))
 
 
 def data_dir() -> Path | None:
@@ -182,9 +187,6 @@ def _load_hub(spec: DatasetSpec, split: str, cache_dir: Path | None) -> Any:
 
 def _from_hub(spec: DatasetSpec, split: str) -> Rows:
     root = data_dir()
-    if root is not None and saved_split_dir(root, spec, split).is_dir():
-        folder = saved_split_dir(root, spec, split)
-        rows = _from_disk(folder, split, spec)
-        return Rows(rows._data, None, {**spec.identity(), "split": split, "fingerprint": rows._data._fingerprint})
-    data = _load_hub(spec, split, root)
+    saved = saved_split_dir(root, spec, split) if root is not None else None
+    data = _read_saved(saved, split) if saved is not None and saved.is_dir() else _load_hub(spec, split, root)
     return Rows(data, None, {**spec.identity(), "split": split, "fingerprint": data._fingerprint})
