@@ -11,11 +11,11 @@ fastmmeval task (`--include_path`, YAML) and as an lmms-eval task (YAML + utils.
 
 Each contender runs as its own process, with the same thread count (OMP/MKL/torch), and is timed
 end to end (process start to its results file written) and generation only (time inside the
-model calls: fastmmeval's evaluator -> backend calls; lmms-eval's `generate_until`; the static
-loop's preprocessing + `generate`). Replies must be identical per doc. lmms-eval runs from
-`.venv-peers` (`make peers`); without torchvision there, transformers uses its Pillow image
-processors, and the model folder pins `CLIPImageProcessorPil` so every contender preprocesses
-identically.
+model calls: fastmmeval's backend stream `HF.respond`, waits for docs prepared ahead included;
+lmms-eval's `generate_until`; the static loop's preprocessing + `generate`). Replies must be
+identical per doc. lmms-eval runs from `.venv-peers` (`make peers`); without torchvision there,
+transformers uses its Pillow image processors, and the model folder pins `CLIPImageProcessorPil`
+so every contender preprocesses identically.
 
 Prints one JSON line last: {"bench": "engine", "ours_s", "peer", "peer_s", "ratio", "agree", ...}
 with ratio = peer_s / ours_s (end to end), plus generation-only times, the static baseline and
@@ -50,16 +50,21 @@ from engine_workload import TASKS, make_docs, write_fastmmeval_tasks, write_lmms
 
 OURS_LAUNCHER = """
 import atexit, json, sys, time
-import fastmmeval.evaluate as ev
+from fastmmeval.models.hf import HF
 spent = [0.0]
-inner = ev._call_model
-def timed(model, requests):
-    t = time.perf_counter()
-    try:
-        return inner(model, requests)
-    finally:
-        spent[0] += time.perf_counter() - t
-ev._call_model = timed
+inner = HF.respond
+def timed(self, requests, batch_size):
+    answers = inner(self, requests, batch_size)
+    while True:
+        t = time.perf_counter()
+        try:
+            response = next(answers)
+        except StopIteration:
+            return
+        finally:
+            spent[0] += time.perf_counter() - t
+        yield response
+HF.respond = timed
 timer_path = sys.argv[1]
 atexit.register(lambda: open(timer_path, "w").write(json.dumps({"gen_s": spent[0]})))
 from fastmmeval.cli import main

@@ -7,6 +7,7 @@ prefix-shared log-likelihoods equal naive forwards; a `fastmmeval run` writes th
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from test_vlm import _naive_loglikelihood, _reference_tokens, _requests, photos 
 from vlm_fixtures import BUILDERS
 
 from fastmmeval.cli import main
-from fastmmeval.engine import ScheduledStep, Sequence
+from fastmmeval.engine import ScheduledStep, Scheduler, Sequence
 from fastmmeval.models import MODELS
 from fastmmeval.models.hf import HF
 from fastmmeval.protocol import GenerationSettings, Request
@@ -36,27 +37,29 @@ def hf(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
 
 
 def run(hf: HF, requests: list[Request], max_batch_size: int) -> tuple[list[Sequence], list[ScheduledStep]]:
-    """`hf.generate` at the given engine batch size: the engine's finished sequences (checked
-    against the responses) and the steps it scheduled."""
+    """`hf.generate` at the given engine batch size: the engine's finished sequences in request
+    order (checked against the responses) and the steps it scheduled."""
     engine = hf.engine
     engine.scheduler.max_batch_size = max_batch_size
-    seqs: list[Sequence] = []
+    finished: dict[str, Sequence] = {}
     steps: list[ScheduledStep] = []
-    generate, schedule = engine.generate, engine.scheduler.schedule
+    stream, schedule = engine.stream, engine.scheduler.schedule
 
-    def recorded_generate(prompts: list) -> list[Sequence]:
-        seqs.extend(generate(prompts))
-        return seqs
+    def recorded_stream(prompts: Iterable, window: int) -> Iterator:
+        for request, seq in stream(prompts, window):
+            finished[request.id] = seq
+            yield request, seq
 
     def recorded_schedule() -> ScheduledStep:
         steps.append(schedule())
         return steps[-1]
 
-    engine.generate, engine.scheduler.schedule = recorded_generate, recorded_schedule  # type: ignore[method-assign]
+    engine.stream, engine.scheduler.schedule = recorded_stream, recorded_schedule  # type: ignore[method-assign]
     try:
         responses = hf.generate(requests)
     finally:
-        del engine.generate, engine.scheduler.schedule
+        del engine.stream, engine.scheduler.schedule
+    seqs = [finished[r.id] for r in requests]
     assert [r.error for r in responses] == [None] * len(requests)
     assert [r.text for r in responses] == [s.text for s in seqs]
     assert [r.usage["completion_tokens"] for r in responses] == [len(s.output_ids) for s in seqs]
@@ -117,14 +120,25 @@ def test_fingerprint_is_the_vision_language_models(hf: HF) -> None:
 
 
 def test_a_run_writes_the_same_results_at_batch_sizes_1_and_16(
-        task_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+        task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     folder = BUILDERS["llava"](tmp_path / "llava")
-    runs = []
+    running: list[int] = []  # how many sequences ran at each engine step
+    schedule = Scheduler.schedule
+
+    def recorded(scheduler: Scheduler) -> ScheduledStep:
+        step = schedule(scheduler)
+        running.append(len(scheduler.running))
+        return step
+
+    monkeypatch.setattr(Scheduler, "schedule", recorded)
+    runs, most_running = [], []
     for batch_size in ("1", "16"):
         out = tmp_path / f"bs{batch_size}"
-        assert main(["run", "--model", "hf", "--model_args", f"pretrained={folder}", "--tasks", "local",
-                     "--include_path", str(task_dir), "--output_path", str(out), "--no_progress",
+        running.clear()
+        assert main(["run", "--model", "hf", "--model_args", f"pretrained={folder},max_batch_size=4", "--tasks",
+                     "local", "--include_path", str(task_dir), "--output_path", str(out), "--no_progress",
                      "--batch_size", batch_size]) == 0
+        most_running.append(max(running))
         run_dir = only_run(out)
         results = json.loads((run_dir / "results.json").read_text())["results"]
         samples = {task: {s["doc_id"]: s for s in map(json.loads, lines)}  # responses, logprobs, scores
@@ -133,6 +147,9 @@ def test_a_run_writes_the_same_results_at_batch_sizes_1_and_16(
         runs.append(({t: r["metrics"] for t, r in results.items()}, samples))
     (metrics_1, samples_1), (metrics_16, samples_16) = runs
     assert metrics_1 == metrics_16 and samples_1 == samples_16
+    # The evaluator groups docs by --batch_size, but the engine takes them as one stream: even at
+    # --batch_size 1 it runs up to max_batch_size sequences at once.
+    assert most_running == [4, 4]
     assert set(samples_1) == {"local_vqa", "local_mc"}
     answered = [s["response"] for s in samples_1["local_vqa"].values() if s["failed"] is None]
     assert len(answered) == 6 and len(set(answered)) > 1  # the broken image and missing field fail

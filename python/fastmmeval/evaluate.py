@@ -73,28 +73,46 @@ def prepared_docs(
             yield item
 
 
-def _batches(items: Iterator[Prepared], size: int) -> Iterator[list[Prepared]]:
-    batch: list[Prepared] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+Answered = list[tuple[Prepared, Response | None]]
 
 
-def _call_model(model: Model, requests: list[Request]) -> dict[str, Response]:
-    out: dict[str, Response] = {}
-    for kind, method in (("generate", model.generate), ("loglikelihood", model.loglikelihood)):
-        group = [r for r in requests if r.kind == kind]
-        if not group:
-            continue
-        responses = method(group)
-        if [r.request_id for r in responses] != [r.id for r in group]:
-            raise RuntimeError(f"model {model.name!r} answered requests out of order or incompletely")
-        out.update((r.request_id, r) for r in responses)
-    return out
+def answered(model: Model, items: Iterator[Prepared], batch_size: int) -> Iterator[Answered]:
+    """`items` with the model's response to each (None for a doc that has no request), in order,
+    `batch_size` at a time. The model gets the requests as one stream, so a continuously batching
+    backend keeps its batch full across these groups."""
+    queue: deque[Prepared] = deque()
+    asked: set[str] = set()  # requests given to the model and not answered yet
+    responses: dict[str, Response] = {}
+
+    def requests() -> Iterator[Request]:
+        for item in items:
+            queue.append(item)
+            if item.request is not None:
+                asked.add(item.request.id)
+                yield item.request
+
+    def ready() -> Iterator[tuple[Prepared, Response | None]]:
+        while queue and (queue[0].request is None or queue[0].request.id in responses):
+            item = queue.popleft()
+            yield item, responses.pop(item.request.id) if item.request is not None else None
+
+    group: Answered = []
+    for response in model.respond(requests(), batch_size):
+        if response.request_id not in asked:
+            raise RuntimeError(f"model {model.name!r} answered {response.request_id!r}, which it was not "
+                               "asked or had answered already")
+        asked.remove(response.request_id)
+        responses[response.request_id] = response
+        for pair in ready():
+            group.append(pair)
+            if len(group) == batch_size:
+                yield group
+                group = []
+    group += ready()
+    if queue:
+        raise RuntimeError(f"model {model.name!r} left {len(queue)} requests unanswered")
+    for start in range(0, len(group), batch_size):
+        yield group[start : start + batch_size]
 
 
 def _sample(
@@ -127,25 +145,18 @@ def _sample(
     return sample
 
 
-def _evaluate_batch(model: Model, task: Task, batch: list[Prepared]) -> list[dict[str, Any]]:
-    responses = _call_model(model, [item.request for item in batch if item.request is not None])
-    return [_sample(task, item, responses.get(item.request.id) if item.request else None) for item in batch]
 
 
 MAX_JUDGING_BATCHES = 64  # inference waits for the judges when this many batches await judgment
 
 
-def _judged_samples(
-    model: Model, task: Task, batches: Iterator[list[Prepared]], panel: JudgePanel
-) -> Iterator[list[dict[str, Any]]]:
-    """Each batch's samples, in order, once the judges have graded it: a batch's answers go to the
-    judges at once, and the model goes on with the next batches while they work."""
-    pending: deque[tuple[list[Prepared], dict[str, Response], Judging]] = deque()
-    for batch in batches:
-        responses = _call_model(model, [item.request for item in batch if item.request is not None])
+def _judged_samples(task: Task, groups: Iterator[Answered], panel: JudgePanel) -> Iterator[list[dict[str, Any]]]:
+    """Each group's samples, in order, once the judges have graded it: a group's answers go to the
+    judges at once, and the model goes on with the next groups while they work."""
+    pending: deque[tuple[Answered, Judging]] = deque()
+    for group in groups:
         calls = []
-        for item in batch:
-            response = responses.get(item.request.id) if item.request is not None else None
+        for item, response in group:
             if response is None or response.error is not None or item.doc is None:
                 continue
             try:
@@ -153,21 +164,16 @@ def _judged_samples(
             except DocError:
                 continue  # _sample records the same error as the doc's failure
             calls.extend((item.ref.id, use, prompt, case) for use, prompt, case in uses)
-        pending.append((batch, responses, panel.submit(calls)))
-        while pending and (pending[0][2].done() or len(pending) > MAX_JUDGING_BATCHES):
+        pending.append((group, panel.submit(calls)))
+        while pending and (pending[0][1].done() or len(pending) > MAX_JUDGING_BATCHES):
             yield _finish_judged(task, *pending.popleft())
     while pending:
         yield _finish_judged(task, *pending.popleft())
 
 
-def _finish_judged(
-    task: Task, batch: list[Prepared], responses: dict[str, Response], judging: Judging
-) -> list[dict[str, Any]]:
+def _finish_judged(task: Task, group: Answered, judging: Judging) -> list[dict[str, Any]]:
     verdicts = judging.result()
-    return [
-        _sample(task, item, responses.get(item.request.id) if item.request else None, verdicts.get(item.ref.id, {}))
-        for item in batch
-    ]
+    return [_sample(task, item, response, verdicts.get(item.ref.id, {})) for item, response in group]
 
 
 def run_task(
@@ -198,18 +204,18 @@ def run_task(
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
     todo = [r for r in refs if r.id in left]
     mine = prepared_docs(model, task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
-    batches = _batches(mine, batch_size)
+    groups = answered(model, mine, batch_size)
     show = progress and ranks.is_main
     with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not show) as bar:
         if judges is not None and needs_judge(task):  # one process (checked above)
-            for samples in _judged_samples(model, task, batches, judges):
+            for samples in _judged_samples(task, groups, judges):
                 run.append(task.name, samples)
                 done.update((s["doc_id"], s) for s in samples)
                 bar.update(len(samples))
         else:
             # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
             for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
-                gathered = ranks.share(_evaluate_batch(model, task, next(batches, [])))
+                gathered = ranks.share([_sample(task, item, response) for item, response in next(groups, [])])
                 samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
                 if ranks.is_main:
                     run.append(task.name, samples)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import torch
 
@@ -12,6 +12,8 @@ from fastmmeval.engine.sampling import choose_token, cut_at_stop
 from fastmmeval.engine.scheduler import Scheduler
 from fastmmeval.engine.sequence import Sequence, Status
 from fastmmeval.protocol import GenerationSettings
+
+K = TypeVar("K")
 
 
 class Engine:
@@ -102,6 +104,56 @@ class Engine:
             self.clear()
             raise
         return seqs
+
+    def stream(self, prompts: Iterable[tuple[K, list[int], GenerationSettings, Any]],
+               window: int) -> Iterator[tuple[K, Sequence | Exception]]:
+        """Run (key, prompt ids, settings, other prefill inputs) taken from `prompts` as they are
+        needed, keeping up to `window` of them queued beside the running ones, so the batch stays
+        full for as long as prompts come; yields (key, finished Sequence) as each finishes, in
+        finishing order. When a step fails, each sequence it ran is run again alone and only those
+        that fail alone are yielded as their exception; queued ones are unaffected."""
+        if self.scheduler.has_unfinished():
+            raise RuntimeError("stream needs an idle engine")
+        source = iter(prompts)
+        owned: dict[int, tuple[K, tuple[list[int], GenerationSettings, Any]]] = {}
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(self.scheduler.waiting) < window:
+                    item = next(source, None)
+                    if item is None:
+                        exhausted = True
+                        break
+                    key, prompt = item[0], item[1:]
+                    seq = self.add(*prompt)
+                    if seq.is_finished:
+                        yield key, seq
+                    else:
+                        owned[seq.seq_id] = (key, prompt)
+                if not self.scheduler.has_unfinished():
+                    return
+                try:
+                    finished = self.step()
+                except Exception:
+                    ran = [owned.pop(s.seq_id) for s in self.scheduler.running]
+                    queued = [owned.pop(s.seq_id) for s in self.scheduler.waiting]
+                    self.clear()
+                    for key, prompt in ran:
+                        yield key, self._alone(prompt)
+                    for key, prompt in queued:
+                        owned[self.add(*prompt).seq_id] = (key, prompt)
+                    continue
+                for seq in finished:
+                    yield owned.pop(seq.seq_id)[0], seq
+        finally:
+            if self.scheduler.has_unfinished():  # the consumer stopped early
+                self.clear()
+
+    def _alone(self, prompt: tuple[list[int], GenerationSettings, Any]) -> Sequence | Exception:
+        try:
+            return self.generate([prompt])[0]
+        except Exception as e:
+            return e
 
     def abort(self, seq: Sequence) -> None:
         """Stop a queued or running sequence early (its caller gave up): it finishes as "abort"

@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any, ClassVar, TypeVar
 
 from fastmmeval.errors import ConfigError
@@ -36,6 +37,29 @@ class Model(ABC):
     @abstractmethod
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation `logprobs` (or `error`) per request, in order."""
+
+    def respond(self, requests: Iterable[Request], batch_size: int) -> Iterator[Response]:
+        """A Response for each request (generate or loglikelihood), yielded as soon as it is
+        ready, in any order. By default `batch_size` requests at a time go to `generate` and
+        `loglikelihood`; a backend that batches continuously overrides this to keep its batch full
+        across those groups."""
+        source = iter(requests)
+        while group := list(islice(source, batch_size)):
+            yield from self.answer_batch(group)
+
+    def answer_batch(self, requests: list[Request]) -> list[Response]:
+        """One Response per request, in order: generate and loglikelihood requests each go to
+        their method in one call."""
+        out: dict[str, Response] = {}
+        for kind, method in (("generate", self.generate), ("loglikelihood", self.loglikelihood)):
+            group = [r for r in requests if r.kind == kind]
+            if not group:
+                continue
+            responses = method(group)
+            if [r.request_id for r in responses] != [r.id for r in group]:
+                raise RuntimeError(f"model {self.name!r} answered requests out of order or incompletely")
+            out.update((r.request_id, r) for r in responses)
+        return [out[r.id] for r in requests]
 
     def prepare(self, request: Request) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Optional: do this request's input work (e.g. image preprocessing) ahead of its batch.

@@ -7,20 +7,22 @@ other runs as a text-only CausalLM, and a request with images is answered with a
 with the images silently dropped.
 
 Prompts (image preprocessing included) are built by `prepare`, which the evaluator calls from its
-background pool ahead of each batch, so preprocessing overlaps the previous batch's compute;
-requests that did not go through `prepare` are built in a small thread pool when their call starts.
+background pool ahead of the engine, so preprocessing overlaps compute; a request that did not go
+through `prepare` is built when the engine takes it. The evaluator hands all of a task's requests
+over as one stream (`respond`), so the engine's batch stays full from the first doc to the last.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
-from fastmmeval.protocol import Request, Response
+from fastmmeval.models.base import MODELS, Model, failure_reason
+from fastmmeval.protocol import GenerationSettings, Request, Response
 
 if TYPE_CHECKING:
     from fastmmeval.engine.engine import Engine
@@ -28,10 +30,6 @@ if TYPE_CHECKING:
     from fastmmeval.engine.sequence import Sequence
     from fastmmeval.models.causal_lm import CausalLM
     from fastmmeval.models.vlm import Prompt, VisionLanguageModel
-
-# Threads building prompts (chat template, tokenizer, image processor) for one call.
-PREPROCESS_WORKERS = 2
-
 
 @dataclass
 class HFArgs:
@@ -44,6 +42,9 @@ class HFArgs:
     max_batch_tokens: tokens fed to the model in one step (prefill padding included).
     gguf_file: a GGUF file inside `pretrained` (text-only models).
     device: where the model runs: cpu, cuda, cuda:N.
+    prune: skip work whose result is never read (vision layers after the one the model reads, the
+        final decoder layer's MLP off the last position in prefills), each cut checked at load to
+        leave outputs unchanged (`engine.pruning`); false runs the checkpoint's forward as is.
     """
 
     pretrained: str
@@ -53,6 +54,7 @@ class HFArgs:
     max_batch_tokens: int = 4096
     gguf_file: str = ""
     device: str = "cpu"
+    prune: bool = True
 
 
 @MODELS.register("hf")
@@ -76,14 +78,16 @@ class HF(Model):
         self.vision = not args.gguf_file and is_vision_language(args.pretrained)
         self.lm: CausalLM | VisionLanguageModel
         if self.vision:
-            self.lm = VisionLanguageModel(args.pretrained, dtype=args.dtype, batch_size=args.max_batch_size)
+            self.lm = VisionLanguageModel(args.pretrained, dtype=args.dtype, batch_size=args.max_batch_size,
+                                          prune=args.prune)
             self.engine: Engine = Engine(self.lm.model, self.lm.eos_ids,
                                          partial(self.lm.tokenizer.decode, skip_special_tokens=True),
                                          partial(_collate_prompts, self.lm), max_batch_size=args.max_batch_size,
                                          max_batch_tokens=args.max_batch_tokens)
         else:
             self.lm = CausalLM(args.pretrained, gguf_file=args.gguf_file, dtype=args.dtype,
-                               batch_size=args.max_batch_size, max_batch_tokens=args.max_batch_tokens)
+                               batch_size=args.max_batch_size, max_batch_tokens=args.max_batch_tokens,
+                               prune=args.prune)
             self.engine = self.lm.engine
         if args.attn_implementation:
             try:
@@ -119,39 +123,44 @@ class HF(Model):
         its batch; `generate`/`loglikelihood` then take it instead of building it again."""
         self._ready[request.id] = self.build_prompt(request)
 
-    def _prompts(self, requests: list[Request]) -> list[tuple[list[int], Prompt | None] | str]:
-        """`build_prompt` of each request: the one `prepare` built, else built now in a thread pool."""
-        ready = [self._ready.pop(r.id, None) for r in requests]
-        missing = [r for r, built in zip(requests, ready, strict=True) if built is None]
-        with ThreadPoolExecutor(PREPROCESS_WORKERS, thread_name_prefix="hf-prompt") as pool:
-            built_now = iter(pool.map(self.build_prompt, missing))
-        return [built if built is not None else next(built_now) for built in ready]
+    def _prompt(self, request: Request) -> tuple[list[int], Prompt | None] | str:
+        """`build_prompt` of the request: the one `prepare` built, else built now."""
+        built = self._ready.pop(request.id, None)
+        return self.build_prompt(request) if built is None else built
+
+    def respond(self, requests: Iterable[Request], batch_size: int) -> Iterator[Response]:
+        """Each request's Response as soon as it is ready: generation requests stream through the
+        continuous-batching engine, which takes new ones as rows free up (whatever `batch_size`
+        the caller groups by); log-likelihood requests are scored as they come."""
+        scored: deque[Response] = deque()
+
+        def prompts() -> Iterator[tuple[Request, list[int], GenerationSettings, Prompt | None]]:
+            for request in requests:
+                if request.kind != "generate":
+                    scored.extend(self.loglikelihood([request]))
+                    continue
+                built = self._prompt(request)
+                if isinstance(built, str):
+                    scored.append(Response(request_id=request.id, error=built))
+                else:
+                    yield request, built[0], request.generation, built[1]
+
+        for request, seq in self.engine.stream(prompts(), window=self.args.max_batch_size):
+            yield from _drain(scored)
+            yield _generated(request, seq)
+        yield from _drain(scored)
 
     def generate(self, requests: list[Request]) -> list[Response]:
         """One Response with the model's reply (or the reason it failed) per request."""
-        responses = [Response(request_id=r.id) for r in requests]
-        ready: list[tuple[int, list[int], Prompt | None]] = []
-        for i, built in enumerate(self._prompts(requests)):
-            if isinstance(built, str):
-                responses[i].error = built
-            else:
-                ready.append((i, *built))
-        seqs = each_or_alone(
-            lambda part: self.engine.generate([(ids, requests[i].generation, inputs) for i, ids, inputs in part]), ready
-        )
-        for (i, ids, _), seq in zip(ready, seqs, strict=True):
-            if isinstance(seq, Exception):
-                responses[i].error = failure_reason("generation failed", seq)
-            else:
-                responses[i].text = seq.text
-                responses[i].usage = {"prompt_tokens": len(ids), "completion_tokens": len(seq.output_ids)}
-        return responses
+        by_id = {r.request_id: r for r in self.respond(requests, len(requests))}
+        return [by_id[r.id] for r in requests]
 
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
         """One Response with per-continuation log-probabilities (or the reason it failed) per
         request; each request's shared context runs once."""
         out = []
-        for request, built in zip(requests, self._prompts(requests), strict=True):
+        for request in requests:
+            built = self._prompt(request)
             response = Response(request_id=request.id)
             out.append(response)
             if isinstance(built, str):
@@ -171,11 +180,24 @@ class HF(Model):
 
     def fingerprint(self) -> dict[str, Any]:
         """The model and the settings that can change its outputs (batch limits cannot: greedy
-        outputs are batch invariant)."""
+        outputs are batch invariant; nor can pruning, checked exact at load)."""
         settings = asdict(self.args)
-        for batch_only in ("max_batch_size", "max_batch_tokens"):
-            settings.pop(batch_only)
+        for same_outputs in ("max_batch_size", "max_batch_tokens", "prune"):
+            settings.pop(same_outputs)
         return {"model": self.name, "lm": self.lm.fingerprint(), "settings": settings}
+
+
+def _generated(request: Request, seq: Sequence | Exception) -> Response:
+    """The Response for a finished generation (or the exception that failed it)."""
+    if isinstance(seq, Exception):
+        return Response(request_id=request.id, error=failure_reason("generation failed", seq))
+    return Response(request_id=request.id, text=seq.text,
+                    usage={"prompt_tokens": len(seq.prompt_ids), "completion_tokens": len(seq.output_ids)})
+
+
+def _drain(responses: deque[Response]) -> Iterator[Response]:
+    while responses:
+        yield responses.popleft()
 
 
 def _collate_prompts(vlm: VisionLanguageModel, seqs: list[Sequence]) -> Batch:
