@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from transformers.cache_utils import DynamicLayer
 
 from fastmmeval.engine.kv_cache import CacheLayout
+from fastmmeval.engine.pruning import last_position_only
 from fastmmeval.engine.sequence import Sequence
 
 
@@ -72,14 +73,19 @@ class Runner:
     @torch.inference_mode()
     def prefill(self, seqs: list[Sequence]) -> torch.Tensor:
         """Prefill `seqs` together (left-padded, by `build_prefill`) and add their rows to the
-        cache. Returns the float32 logits of each one's next token, [len(seqs), vocab]."""
+        cache. Returns the float32 logits of each one's next token, [len(seqs), vocab]. The only
+        place `pruning.last_position_only` is switched on."""
         batch = self.build_prefill(seqs)
         lengths = [len(s.prompt_ids) for s in seqs]
         if batch.inputs["input_ids"].shape != (len(seqs), max(lengths)):
             raise ValueError(f"the prefill builder gave input_ids of shape {tuple(batch.inputs['input_ids'].shape)} "
                              f"for {len(seqs)} prompts of at most {max(lengths)} tokens")
-        out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
-                         logits_to_keep=1)
+        # Only the last position's logits are kept, and with every row ending in the last column (left
+        # padding) a model whose final layer was hooked at load (`pruning`) runs its MLP there only.
+        mask = batch.inputs.get("attention_mask")
+        with last_position_only(self.model, enabled=mask is not None and bool(mask[:, -1].all())):
+            out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
+                             logits_to_keep=1)
         cache = cache_of(out)
         unsupported = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
         if unsupported:

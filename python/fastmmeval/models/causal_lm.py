@@ -16,6 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from fastmmeval.engine.engine import Engine
+from fastmmeval.engine.pruning import PROBE_TEXT, prune_for_inference
 from fastmmeval.engine.runner import token_prefill
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
@@ -26,12 +27,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 ChatMessages = list[dict[str, str]]
 
 
+
 class CausalLM:
     """A chat causal LM loaded with `from_pretrained` from a local folder or hub id (optionally a
-    GGUF file inside it)."""
+    GGUF file inside it). With `prune` (the default), the final decoder layer's MLP and output
+    projection run on the last position only in the engine's prefills, where a load-time check
+    shows the logits unchanged (`engine.pruning`)."""
 
     def __init__(self, name_or_path: str, gguf_file: str = "", dtype: str = "float32",
-                 batch_size: int = 8, max_batch_tokens: int = 4096) -> None:
+                 batch_size: int = 8, max_batch_tokens: int = 4096, prune: bool = True) -> None:
         if dtype not in DTYPES:
             raise ConfigError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
         if gguf_file and importlib.util.find_spec("gguf") is None:
@@ -58,6 +62,9 @@ class CausalLM:
             raise ConfigError(f"{name_or_path!r} declares no EOS token")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
+        if prune:
+            probe = self.text_ids(PROBE_TEXT)
+            prune_for_inference(self.model, [probe, probe[: len(probe) // 2]], self.pad_id)
         self.engine = Engine(self.model, self.eos_ids, partial(self.tokenizer.decode, skip_special_tokens=True),
                              partial(token_prefill, pad_id=self.pad_id), max_batch_size=batch_size,
                              max_batch_tokens=max_batch_tokens)

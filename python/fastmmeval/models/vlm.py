@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from fastmmeval.engine.pruning import PROBE_TEXT, prune_for_inference, unpruned_config_dict
 from fastmmeval.engine.runner import Batch, left_pad
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
@@ -37,9 +38,12 @@ class Prompt:
 
 class VisionLanguageModel:
     """An image-text-to-text model loaded with `from_pretrained` from a local folder or hub id;
-    `batch_size` continuations are scored together."""
+    `batch_size` continuations are scored together. With `prune` (the default), work whose result
+    is never read is cut at load, each cut kept only where a check shows outputs unchanged
+    (`engine.pruning`): vision encoder layers after the deepest one the model reads, and the final
+    decoder layer's MLP and output projection off the last position in the engine's prefills."""
 
-    def __init__(self, folder_or_id: str, dtype: str = "float32", batch_size: int = 8) -> None:
+    def __init__(self, folder_or_id: str, dtype: str = "float32", batch_size: int = 8, prune: bool = True) -> None:
         from transformers import AutoModelForImageTextToText
 
         if dtype not in DTYPES:
@@ -70,6 +74,9 @@ class VisionLanguageModel:
         self.pad_id = pad if pad is not None else min(self.eos_ids)
         self._forward_keys = set(inspect.signature(self.model.forward).parameters)
         self._rope_index = getattr(getattr(self.model, "model", None), "get_rope_index", None)
+        if prune:
+            probe = self.text_ids(PROBE_TEXT)
+            prune_for_inference(self.model, [probe, probe[: len(probe) // 2]], self.pad_id)
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -218,8 +225,8 @@ class VisionLanguageModel:
 
     def fingerprint(self) -> dict[str, Any]:
         """The model's name or path, dtype and hashes of its config, chat template, image processor
-        settings and weight files (name and size)."""
-        config = self.model.config.to_dict()
+        settings and weight files (name and size); the same with or without pruning."""
+        config = unpruned_config_dict(self.model)
         for volatile in ("_name_or_path", "transformers_version"):
             config.pop(volatile, None)
         image_config = self.image_processor.to_dict() if self.image_processor is not None else {}
