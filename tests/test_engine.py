@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from fastmmeval.engine import CacheLayout, Scheduler, Sequence, Status
+from fastmmeval.engine.kv_cache import SLOT_MULTIPLE, SPARE_LEFT, SPARE_RIGHT, Move
 from fastmmeval.protocol import GenerationSettings
 
 
@@ -126,28 +127,50 @@ def test_bad_limits_are_refused() -> None:
         Sequence(0, [])
 
 
-def test_layout_joins_by_left_padding_to_a_common_width() -> None:
+def test_layout_rows_end_at_a_common_column_and_newcomers_fit_in_before_it() -> None:
     layout = CacheLayout()
-    assert layout.join([7, 8], [3, 5]) == (5, 0)
+    first = layout.join([7, 8], [3, 5])  # nothing allocated yet: buffers with room on both sides
+    assert first == Move(rows=0, start=0, end=0, slots=SLOT_MULTIPLE, columns=5 + SPARE_LEFT + SPARE_RIGHT,
+                         new_end=5 + SPARE_LEFT)
+    assert (layout.end, layout.start) == (5 + SPARE_LEFT, SPARE_LEFT)
     assert layout.attention_mask() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
     assert layout.positions() == [3, 5]
-    layout.advance()
+    assert layout.reserve() is None
+    layout.advance()  # a decode step wrote column `end` in place
     assert layout.attention_mask(new_tokens=1) == [[0, 0, 1, 1, 1, 1, 1], [1] * 7]
-    # A longer newcomer widens the old rows; a shorter one is padded itself.
-    assert layout.join([9], [8]) == (2, 0)
-    assert layout.join([10], [2]) == (0, 6)
+    # A longer newcomer widens the window to the left, a shorter one is masked on its left: no copy.
+    assert layout.join([9], [8]) is None
+    assert layout.join([10], [2]) is None
     assert (layout.rows, layout.lengths, layout.width) == ([7, 8, 9, 10], [4, 6, 8, 2], 8)
     assert layout.attention_mask() == [[0] * 4 + [1] * 4, [0] * 2 + [1] * 6, [1] * 8, [0] * 6 + [1] * 2]
 
 
-def test_layout_leave_keeps_row_order_and_trims_all_padding_columns() -> None:
+def test_layout_leave_moves_the_last_row_into_the_freed_slot() -> None:
     layout = CacheLayout()
-    layout.join([1, 2, 3], [4, 9, 6])
-    assert layout.leave([2]) == ([0, 2], 3)
-    assert (layout.rows, layout.lengths, layout.width) == ([1, 3], [4, 6], 6)
-    assert layout.leave([1]) == ([1], 0)
-    assert layout.leave([3]) == ([], 6)
+    layout.join([1, 2, 3, 4], [4, 9, 6, 2])
+    assert layout.leave([2]) == [(3, 1)]
+    assert (layout.rows, layout.lengths, layout.width) == ([1, 4, 3], [4, 2, 6], 6)
+    assert layout.leave([3, 1]) == [(2, 2), (1, 0)]  # a last row frees its own slot
+    assert (layout.rows, layout.lengths) == ([4], [2])
+    assert layout.leave([4]) == [(0, 0)]
     assert (len(layout), layout.width) == (0, 0)
+
+
+def test_layout_moves_rows_only_when_a_row_a_column_or_a_long_prompt_does_not_fit() -> None:
+    layout = CacheLayout()
+    layout.join(list(range(SLOT_MULTIPLE)), [5] * SLOT_MULTIPLE)
+    end = layout.end
+    assert layout.join([100], [3]) == Move(rows=SLOT_MULTIPLE, start=end - 5, end=end, slots=2 * SLOT_MULTIPLE,
+                                           columns=end + SPARE_RIGHT, new_end=end)
+    assert layout.join([101], [end + 10]) == Move(rows=SLOT_MULTIPLE + 1, start=end - 5, end=end,
+                                                  slots=2 * SLOT_MULTIPLE, columns=end + 10 + SPARE_LEFT + SPARE_RIGHT,
+                                                  new_end=end + 10 + SPARE_LEFT)
+    steps = 0
+    while layout.reserve() is None:
+        layout.advance()
+        steps += 1
+    assert steps == SPARE_RIGHT  # decode steps before the columns run out; then all rows move left
+    assert (layout.end, layout.start) == (layout.width + SPARE_LEFT, SPARE_LEFT)
 
 
 def test_layout_refuses_unknown_and_duplicate_rows() -> None:

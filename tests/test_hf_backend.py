@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from test_causal_lm import QUESTIONS as CAUSAL_LM_QUESTIONS
 
-from fastmmeval.engine import ScheduledStep, Sequence
+from fastmmeval.engine import ScheduledStep, Sequence, kv_cache
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS
 from fastmmeval.models.causal_lm import CausalLM
@@ -89,6 +89,22 @@ def test_greedy_equals_transformers_generate_and_is_batch_size_invariant(
             assert len(steps[0].prefill) < len(prompts)
             assert all(s.num_tokens <= 200 or (not s.decode and len(s.prefill) == 1) for s in steps)
     assert hf.engine.runner.cache is None and not hf.engine.runner.layout.rows
+
+
+def test_outputs_stay_the_same_when_the_cache_moves_rows_at_almost_every_step(
+        hf: HF, prompts: list[list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No spare columns or rows: the buffers are reallocated for nearly every join and decode step."""
+    monkeypatch.setattr(kv_cache, "SPARE_LEFT", 0)
+    monkeypatch.setattr(kv_cache, "SPARE_RIGHT", 1)
+    monkeypatch.setattr(kv_cache, "SLOT_MULTIPLE", 1)
+    moves = []
+    fit = kv_cache.CacheLayout._fit
+    monkeypatch.setattr(kv_cache.CacheLayout, "_fit", lambda self, *a: moves.append(fit(self, *a)) or moves[-1])
+    settings = [GenerationSettings(max_new_tokens=3 + (7 * i) % 13) for i in range(len(prompts))]
+    expected = [reference(hf, p, s.max_new_tokens) for p, s in zip(prompts, settings, strict=True)]
+    seqs, _ = run_engine(hf, prompts, settings, max_batch_size=4)
+    assert [s.output_ids for s in seqs] == expected
+    assert sum(m is not None for m in moves) > len(moves) / 2
 
 
 def test_backend_text_matches_the_causal_lm_wrapper_with_stop_strings(hf: HF) -> None:

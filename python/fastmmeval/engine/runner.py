@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 from transformers.cache_utils import DynamicLayer
 
-from fastmmeval.engine.kv_cache import CacheLayout
+from fastmmeval.engine.kv_cache import CacheLayout, Move
 from fastmmeval.engine.pruning import last_position_only
 from fastmmeval.engine.sequence import Sequence
 
@@ -86,54 +85,131 @@ class Runner:
         with last_position_only(self.model, enabled=mask is not None and bool(mask[:, -1].all())):
             out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
                              logits_to_keep=1)
-        cache = cache_of(out)
-        unsupported = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
+        fresh = cache_of(out)
+        unsupported = {type(layer).__name__ for layer in fresh.layers if type(layer) is not DynamicLayer}
         if unsupported:
             raise NotImplementedError(f"the engine supports full-attention caches only, not {sorted(unsupported)}")
-        pad_old, pad_new = self.layout.join([s.seq_id for s in seqs], lengths, batch.next_positions.tolist())
-        if self.cache is None:
-            self.cache = cache
-        else:
-            for old, new in zip(self.cache.layers, cache.layers, strict=True):
-                old.keys = torch.cat([_left_pad(old.keys, pad_old), _left_pad(new.keys, pad_new)])
-                old.values = torch.cat([_left_pad(old.values, pad_old), _left_pad(new.values, pad_new)])
+        move = self.layout.join([s.seq_id for s in seqs], lengths, batch.next_positions.tolist())
+        prefilled = list(fresh.layers)
+        if self.cache is None:  # the first prefill's cache object becomes the engine's, with slot layers
+            self.cache = fresh
+            fresh.layers = [SlotLayer() for _ in prefilled]
+        first = len(self.layout) - len(seqs)
+        for layer, new in zip(self.cache.layers, prefilled, strict=True):
+            if move is not None:
+                layer.move(move, like=new.keys)
+            layer.write_rows(first, new.keys, new.values, self.layout.end)
+        self._refresh()
         return out.logits[:, -1].float()
 
     @torch.inference_mode()
     def decode(self, seqs: list[Sequence]) -> torch.Tensor:
-        """Feed each running sequence's newest token. `seqs` must be the cache's rows, in order.
-        Positions are per row (one value, which an M-RoPE model spreads over its three axes).
-        Returns the float32 logits of each one's next token, [len(seqs), vocab]."""
-        if [s.seq_id for s in seqs] != self.layout.rows:
-            raise ValueError("decode must cover exactly the cached rows, in row order")
-        out = self.model(input_ids=self._tensor([[s.last_token] for s in seqs]),
+        """Feed each running sequence's newest token (`seqs`: exactly the cached rows, in any
+        order); positions are per row (one value, which an M-RoPE model spreads over its three
+        axes). Returns the float32 logits of each one's next token, [len(seqs), vocab], in the
+        order of `seqs`."""
+        by_id = {s.seq_id: s for s in seqs}
+        if len(by_id) != len(seqs) or set(by_id) != set(self.layout.rows):
+            raise ValueError("decode must cover exactly the cached rows")
+        move = self.layout.reserve()
+        if move is not None:
+            for layer in self.cache.layers:
+                layer.move(move)
+            self._refresh()
+        rows = [by_id[seq_id] for seq_id in self.layout.rows]
+        out = self.model(input_ids=self._tensor([[s.last_token] for s in rows]),
                          attention_mask=self._tensor(self.layout.attention_mask(new_tokens=1)),
                          position_ids=self._tensor(self.layout.positions())[:, None],
                          use_cache=True, **{self._cache_kw: self.cache})
-        self.cache = cache_of(out)
         self.layout.advance()
-        return out.logits[:, -1].float()
+        self._refresh()
+        logits = out.logits[:, -1].float()
+        row_of = {seq_id: r for r, seq_id in enumerate(self.layout.rows)}
+        return logits[self._tensor([row_of[s.seq_id] for s in seqs])]
 
+    @torch.inference_mode()
     def release(self, seq_ids: list[int]) -> None:
-        """Free the cache rows of `seq_ids` and trim columns that became padding everywhere."""
-        keep, trim = self.layout.leave(seq_ids)
-        if not keep:
-            self.cache = None
+        """Free the cache rows of `seq_ids` (the last rows move into their slots)."""
+        moves = self.layout.leave(seq_ids)
+        if not self.layout.rows:
+            self.clear()
             return
-        index = self._tensor(keep)
         for layer in self.cache.layers:
-            layer.keys = layer.keys[index, :, trim:]
-            layer.values = layer.values[index, :, trim:]
+            for source, destination in moves:
+                layer.move_row(source, destination)
+        self._refresh()
 
     def clear(self) -> None:
         """Drop the cache and every row."""
         self.cache = None
         self.layout.clear()
 
+    def _refresh(self) -> None:
+        for layer in self.cache.layers:
+            layer.show(len(self.layout), self.layout.start, self.layout.end)
 
-def _left_pad(states: torch.Tensor, columns: int) -> torch.Tensor:
-    """[batch, heads, length, dim] -> the same with `columns` zero columns before `length`."""
-    return F.pad(states, (0, 0, columns, 0)) if columns else states
+
+class SlotLayer(DynamicLayer):
+    """One layer's keys and values in preallocated [slots, heads, columns, head dim] buffers laid
+    out by `CacheLayout`: `keys`/`values` are views of the window attention reads, and `update`
+    (called by the model's attention in a decode step) writes the new column in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_buffer: torch.Tensor | None = None
+        self.value_buffer: torch.Tensor | None = None
+        self._rows = self._start = self._end = 0
+
+    def move(self, move: Move, like: torch.Tensor | None = None) -> None:
+        """Reallocate the buffers as `move` says (shaped and typed like `like` when there are none
+        yet), copying the rows' tokens across."""
+        old = [self.key_buffer, self.value_buffer]
+        template = old[0] if old[0] is not None else like
+        assert template is not None, "the first move needs a tensor to shape the buffers like"
+        shape = (move.slots, template.shape[1], move.columns, template.shape[3])
+        new = [template.new_zeros(shape), template.new_zeros(shape)]
+        width = move.end - move.start
+        if move.rows and width:
+            for source, target in zip(old, new, strict=True):
+                assert source is not None
+                window = source[: move.rows, :, move.start : move.end]
+                target[: move.rows, :, move.new_end - width : move.new_end] = window
+        self.key_buffer, self.value_buffer = new
+        self.is_initialized, self.device = True, template.device
+
+    def write_rows(self, first: int, keys: torch.Tensor, values: torch.Tensor, end: int) -> None:
+        """Put a prefill's left-padded [rows, heads, length, dim] block into rows first.. so that
+        it ends at column `end`."""
+        assert self.key_buffer is not None and self.value_buffer is not None
+        rows, length = keys.shape[0], keys.shape[2]
+        self.key_buffer[first : first + rows, :, end - length : end] = keys
+        self.value_buffer[first : first + rows, :, end - length : end] = values
+
+    def move_row(self, source: int, destination: int) -> None:
+        """Move row `source` into slot `destination` and zero slot `source` (free now)."""
+        for buffer in (self.key_buffer, self.value_buffer):
+            assert buffer is not None
+            if source != destination:
+                buffer[destination] = buffer[source]
+            buffer[source].zero_()
+
+    def show(self, rows: int, start: int, end: int) -> None:
+        """Point `keys`/`values` at the window attention reads: rows [0, rows), columns [start, end)."""
+        assert self.key_buffer is not None and self.value_buffer is not None
+        self._rows, self._start, self._end = rows, start, end
+        self.keys = self.key_buffer[:rows, :, start:end]
+        self.values = self.value_buffer[:rows, :, start:end]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the new tokens' keys and values after the window (in place) and return the window
+        grown by them."""
+        assert self.key_buffer is not None and self.value_buffer is not None
+        new = key_states.shape[2]
+        self.key_buffer[: self._rows, :, self._end : self._end + new] = key_states
+        self.value_buffer[: self._rows, :, self._end : self._end + new] = value_states
+        window = slice(self._start, self._end + new)
+        return self.key_buffer[: self._rows, :, window], self.value_buffer[: self._rows, :, window]
 
 
 def cache_keyword(model: Any) -> str:
