@@ -24,6 +24,17 @@ def test_native_matches_xxhash_reference_on_random_documents(n: int, seed: int) 
     np.testing.assert_array_equal(got, ngram_hashes_reference(tokens, offsets, n=n, seed=seed))
 
 
+def test_8_grams_of_long_documents_match_the_reference() -> None:
+    # n=8 hashes 8 windows at a time (AVX-512 where the CPU has it), in chunks of 2048: lengths around both.
+    lengths = np.array([7, 8, 9, 14, 15, 16, 17, 23, 2047, 2054, 2055, 2056, 2063, 4111, 5000], dtype=np.int64)
+    tokens = np.random.default_rng(8).integers(0, 2**32, size=int(lengths.sum()), dtype=np.uint32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    for seed in (0, 2**64 - 1):
+        np.testing.assert_array_equal(
+            ngram_hashes(tokens, offsets, n=8, seed=seed), ngram_hashes_reference(tokens, offsets, n=8, seed=seed)
+        )
+
+
 def test_windows_never_cross_documents_and_short_documents_give_none() -> None:
     tokens = np.arange(1, 12, dtype=np.uint32)
     offsets = np.array([0, 0, 3, 3, 10], dtype=np.int64)  # empty, 3 tokens, empty, 7 tokens, 1 token

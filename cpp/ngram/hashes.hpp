@@ -18,4 +18,10 @@ size_t count_windows(const int64_t* offsets, size_t n_docs, size_t n_tokens, siz
 void hash_windows(const uint32_t* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs,
                   size_t n, uint64_t seed, uint64_t* out);
 
+// The same hashes of windows [0, windows) of 8 tokens at t, 8 windows at a time with AVX-512 where the CPU
+// has it. Returns how many windows it hashed into out (a multiple of 8; 0 without AVX-512): the caller
+// hashes the rest.
+size_t hash8_simd(const uint16_t* t, size_t windows, uint64_t seed, uint64_t* out);
+size_t hash8_simd(const uint32_t* t, size_t windows, uint64_t seed, uint64_t* out);
+
 }  // namespace fastmmeval::ngram

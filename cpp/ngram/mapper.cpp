@@ -23,10 +23,12 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), shift_(63 - co
   chunk_ = 64;
   while (chunk_ < 8192 && 2 * chunk_ * 8 * parts * threads <= keys) chunk_ *= 2;
   // A partition spills alone at about twice its even share, and sorting it takes twice its size of
-  // scratch per thread; with few partitions the cap is lower, so the pool keeps at least half the budget.
+  // scratch per thread plus a byte per key for the counts; with few partitions the cap is lower, so the
+  // pool keeps at least half the budget.
   const size_t cap = std::min(2 * keys / (parts + 4 * threads), keys / (4 * threads));
   slot_chunks_ = std::max<size_t>(1, cap / threads / chunk_);
-  scratch_ = 2 * threads * slot_chunks_ * chunk_;
+  const size_t most = threads * slot_chunks_ * chunk_;  // keys of a partition at its cap
+  scratch_ = 2 * most + most / sizeof(uint64_t) + 1;
   // Below two chunks per thread and partition every chunk would spill at once: such budgets are exceeded.
   const size_t pool = std::max(2 * threads * parts, (keys - std::min(keys, threads * scratch_)) / chunk_);
   storage_.reset(new uint64_t[pool * chunk_]);
@@ -90,7 +92,7 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
     size_t k = 0;
     for (size_t sp = pieces[i].first; sp < pieces[i].last; ++sp) {
       const size_t start = k;
-      for_each_window(tokens + spans[sp].begin, spans[sp].windows + n - 1, n, seed, [&](uint64_t h) { out[k++] = h; });
+      k += hash_windows_to(tokens + spans[sp].begin, spans[sp].windows + n - 1, n, seed, out.data() + k);
       if (config_.dedup) {
         tmp.resize(std::max(tmp.size(), k - start));
         radix_sort(out.data() + start, tmp.data(), k - start, 64);
@@ -166,29 +168,25 @@ bool Mapper::new_chunk(size_t slot) {
 
 void Mapper::spill(size_t p, uint64_t* tmp) {
   const size_t parts = seq_.size();
+  std::vector<KeySpan> spans;
   size_t keys = 0;
   for (size_t slot = p; slot < chunks_.size(); slot += parts) {
     for (const uint32_t c : chunks_[slot]) {
       const uint64_t* begin = storage_.get() + size_t{c} * chunk_;
       const size_t size = c == chunks_[slot].back() ? static_cast<size_t>(pos_[slot] - begin) : chunk_;
-      std::copy(begin, begin + size, tmp + keys);
+      spans.push_back({begin, size});
       keys += size;
     }
   }
-  radix_sort(tmp, tmp + keys, keys, 64 - config_.partition_bits);
+  const KeyCounts run = sort_counts(spans, keys, 64 - config_.partition_bits, static_cast<uint8_t>(config_.threshold + 1),
+                                    tmp, tmp + keys, reinterpret_cast<uint8_t*>(tmp + 2 * keys));
   char name[32];
   std::snprintf(name, sizeof name, "p%05zu-%06u.run", p, seq_[p]++);
   const std::string path = config_.prefix + name;
   const std::string tmp_path = path + ".tmp";
   SegmentWriter writer(tmp_path, SegmentKind{config_.n, config_.threshold, config_.partition_bits,
                                              static_cast<uint32_t>(p), config_.dedup});
-  const unsigned cap = config_.threshold + 1;
-  for (size_t k = 0; k < keys;) {
-    size_t j = k + 1;
-    while (j < keys && tmp[j] == tmp[k]) ++j;
-    writer.add(tmp[k], static_cast<uint8_t>(std::min<size_t>(j - k, cap)));
-    k = j;
-  }
+  writer.add(run.keys, run.counts, run.size);
   writer.finish();
   if (std::rename(tmp_path.c_str(), path.c_str()) != 0) {
     throw std::runtime_error(path + ": cannot rename run into place");

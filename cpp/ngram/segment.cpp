@@ -132,17 +132,40 @@ void SegmentWriter::staged(size_t bytes) {
   std::memmove(stage_.get(), stage_.get() + kStage, staged_);
 }
 
+void SegmentWriter::put_block(const uint64_t* hashes, const uint8_t* counts, size_t n) {
+  firsts_.push_back(hashes[0]);
+  const size_t bytes = padded(9 * n);
+  char* dst = stage_.get() + staged_;
+  std::memcpy(dst, hashes, 8 * n);
+  std::memcpy(dst + 8 * n, counts, n);
+  std::memset(dst + 9 * n, 0, bytes - 9 * n);
+  entries_ += n;
+  staged(bytes);
+}
+
 void SegmentWriter::flush_block() {
   if (fill_ == 0) return;
-  firsts_.push_back(hashes_[0]);
-  const size_t bytes = padded(9 * fill_);
-  char* dst = stage_.get() + staged_;
-  std::memcpy(dst, hashes_, 8 * fill_);
-  std::memcpy(dst + 8 * fill_, counts_, fill_);
-  std::memset(dst + 9 * fill_, 0, bytes - 9 * fill_);
-  entries_ += fill_;
+  put_block(hashes_, counts_, fill_);
   fill_ = 0;
-  staged(bytes);
+}
+
+void SegmentWriter::add(const uint64_t* hashes, const uint8_t* counts, size_t n) {
+  for (size_t i = 0; i < n; ++i) frequent_ += counts[i] > kind_.threshold;
+  while (n > 0) {
+    size_t take = kBlockEntries;
+    if (fill_ == 0 && n >= kBlockEntries) {
+      put_block(hashes, counts, kBlockEntries);  // a whole block goes straight to the stage
+    } else {
+      take = std::min(n, kBlockEntries - fill_);
+      std::memcpy(hashes_ + fill_, hashes, 8 * take);
+      std::memcpy(counts_ + fill_, counts, take);
+      fill_ += take;
+      if (fill_ == kBlockEntries) flush_block();
+    }
+    hashes += take;
+    counts += take;
+    n -= take;
+  }
 }
 
 uint64_t SegmentWriter::finish() {

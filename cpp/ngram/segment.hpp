@@ -48,10 +48,12 @@ class SegmentWriter {
     frequent_ += count > kind_.threshold;
     if (++fill_ == kBlockEntries) flush_block();
   }
+  void add(const uint64_t* hashes, const uint8_t* counts, size_t n);  // n entries at once
   uint64_t finish();  // returns the number of entries
 
  private:
   void flush_block();
+  void put_block(const uint64_t* hashes, const uint8_t* counts, size_t n);  // stages one block of n entries
   void staged(size_t bytes);  // digests the last `bytes` put on the stage; writes a full stage out
   void write_at(const char* data, size_t size, uint64_t offset);
   std::string path_;
