@@ -24,7 +24,7 @@ any per-doc mismatches.
 `--floor` adds the static batches' prompt forward pass alone (no decoding): a compute floor that
 no contender's generation time can go below on this machine.
 
-Usage: python bench/bench_engine.py --n 240 [--floor] [--device cuda] [--threads 1] [--skip_peer]
+Usage: python bench/bench_engine.py --n 240 [--repeats 3] [--floor] [--device cuda] [--threads N] [--skip_peer]
        [--model_dir DIR | --build layers=4,hidden=1024]
 """
 
@@ -352,7 +352,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=240, help="docs (split between the two tasks)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--threads", type=int, default=1, help="OMP/MKL/torch threads for every contender")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="OMP/MKL/torch threads for every contender (default: this machine's cores)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of all contenders (interleaved); times are each one's median")
     parser.add_argument("--batch_size", type=int, default=16, help="fastmmeval --batch_size")
     parser.add_argument("--ours_model_args", default="", help="extra k=v for fastmmeval's hf backend")
     parser.add_argument("--static_batch", type=int, default=8)
@@ -408,22 +411,27 @@ def main() -> None:
         PYTHONPATH=str(ROOT / "python"),
         NVIDIA_TF32_OVERRIDE="0",
     )  # no TF32 anywhere on GPUs: every contender computes in true fp32
-    runs: dict[str, dict[str, Any]] = {}
-    if not args.skip_static:
-        runs["static"] = run_static(args, work, env)
-    if not args.skip_peer:
-        runs["peer"] = run_peer(args, work, env, docs)
-    if not args.skip_ours:
-        runs["ours"] = run_ours(args, work, env)
-
-    for name, r in runs.items():
-        print(
-            f"{name}: "
-            + (f"{r['e2e_s']:.1f} s end to end, {r['gen_s'] or 0:.1f} s generating" if "e2e_s" in r else "no results")
-            + (f"; ERROR {r['error']}" if "error" in r else ""),
-            file=sys.stderr,
-        )
-        print("  " + " ".join(r.get("cmd", [])), file=sys.stderr)
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for _ in range(args.repeats):
+        runs: dict[str, dict[str, Any]] = {}
+        if not args.skip_static:
+            runs["static"] = run_static(args, work, env)
+        if not args.skip_peer:
+            runs["peer"] = run_peer(args, work, env, docs)
+        if not args.skip_ours:
+            runs["ours"] = run_ours(args, work, env)
+        for name, r in runs.items():
+            print(
+                f"{name}: "
+                + (f"{r['e2e_s']:.1f} s end to end, {r['gen_s'] or 0:.1f} s generating" if "e2e_s" in r
+                   else "no results")
+                + (f"; ERROR {r['error']}" if "error" in r else ""),
+                file=sys.stderr,
+            )
+            print("  " + " ".join(r.get("cmd", [])), file=sys.stderr)
+        rounds.append(runs)
+        if any("error" in r for r in runs.values()):
+            break
 
     mismatches: dict[str, Any] = {}
     checked = [k for k in ("ours", "peer", "static") if runs.get(k, {}).get("replies")]
@@ -434,13 +442,14 @@ def main() -> None:
     complete = all(len(runs[k]["replies"]) == len(ids) for k in checked)
     agree = len(checked) >= 2 and complete and all(m["n"] == 0 for m in mismatches.values())
 
+    def times(k: str, key: str) -> list[float]:
+        return [r[k][key] for r in rounds if r.get(k, {}).get(key) is not None and "error" not in r[k]]
+
     def e2e(k: str) -> float | None:
-        v = runs.get(k, {}).get("e2e_s")
-        return None if v is None or "error" in runs[k] else round(v, 2)
+        return round(statistics.median(times(k, "e2e_s")), 2) if times(k, "e2e_s") else None
 
     def gen(k: str) -> float | None:
-        v = runs.get(k, {}).get("gen_s")
-        return None if v is None or "error" in runs[k] else round(v, 2)
+        return round(statistics.median(times(k, "gen_s")), 2) if times(k, "gen_s") else None
 
     def ratio(x: float | None, y: float | None) -> float | None:
         return round(x / y, 2) if x and y else None
@@ -463,6 +472,8 @@ def main() -> None:
         "static_ratio": ratio(static_s, ours_s),
         "static_gen_ratio": ratio(gen("static"), gen("ours")),
         "prefill_floor_s": round(runs["static"]["floor_s"], 2) if runs.get("static", {}).get("floor_s") else None,
+        "rounds": len(rounds),
+        "e2e_each": {k: [round(t, 2) for t in times(k, "e2e_s")] for k in ("ours", "peer", "static")},
         "compared": checked,
         "mismatches": {k: v["n"] for k, v in mismatches.items()},
         "n": len(docs),

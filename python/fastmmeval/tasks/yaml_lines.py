@@ -23,7 +23,7 @@ class LineDict(dict):
         return self.key_lines.get(key, self.line)
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when PyYAML has it
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineDict:  # type: ignore[override]
         out = LineDict(super().construct_mapping(node, deep=deep))
         out.line = node.start_mark.line + 1
