@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # Data-URL images make large bodies; OpenAI itself accepts up to ~50 MB per request.
 MAX_BODY_BYTES = 64 * 2**20
 PREPARE_WORKERS = 2
+STOP_GRACE_S = 2.0  # how long open connections may stay after the server is told to stop
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -148,7 +149,10 @@ class ServerHandle:
         self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1"
         self._loop = asyncio.new_event_loop()
         # handler_cancellation: a client that disconnects cancels its handler, and so its request.
-        self._runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
+        # shutdown_timeout: on stop, open connections (a client's keep-alive one, say) are closed after
+        # STOP_GRACE_S, not after aiohttp's default 60 s.
+        self._runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True,
+                                     shutdown_timeout=STOP_GRACE_S)
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="fastmmeval-serve-http", daemon=True)

@@ -42,8 +42,8 @@ def main(args: argparse.Namespace) -> int:
                           batch_window_s=args.batch_window_ms / 1000, default_max_tokens=args.max_tokens,
                           api_key=api_key)
     console = Console(stderr=True)
-    console.print(f"serving {handle.server.served_name!r} ({args.model}) at {handle.url}  (Ctrl-C stops)")
-    try:
+    try:  # Ctrl-C right after the line below is printed still stops the server cleanly
+        console.print(f"serving {handle.server.served_name!r} ({args.model}) at {handle.url}  (Ctrl-C stops)")
         handle.wait()
     except KeyboardInterrupt:
         console.print("stopping")
