@@ -296,12 +296,16 @@ def test_a_worker_bug_fails_the_requests_in_hand_and_serving_goes_on(monkeypatch
         assert reply.choices[0].message.content == "b"
 
 
-def test_cli_serves_until_interrupted(tiny_lm_dir: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_cli_serves_until_interrupted(tiny_lm_dir: Path, stop: signal.Signals) -> None:
+    """Ctrl-C stops it even when it was started with SIGINT ignored (as a background job is, or
+    the child of a process that ignores it); so does SIGTERM."""
     command = [sys.executable, "-m", "fastmmeval", "serve", "--model", "hf", "--model_args",
                f"pretrained={tiny_lm_dir}", "--port", "0", "--served_model_name", "tiny-cli",
                "--api_key_env", "SERVE_KEY"]
     env = {**os.environ, "COLUMNS": "400", "SERVE_KEY": "local-key"}
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         line = ""
         while "serving" not in line:
@@ -313,7 +317,7 @@ def test_cli_serves_until_interrupted(tiny_lm_dir: Path) -> None:
                                                max_tokens=3, temperature=0)
         assert reply.usage.completion_tokens <= 3
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         assert process.wait(timeout=30) == 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from typing import Any
 
 from rich.console import Console
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Load the model, serve it, and stop cleanly on Ctrl-C."""
+    """Load the model, serve it, and stop cleanly on Ctrl-C (SIGINT) or SIGTERM."""
     from fastmmeval.models import MODELS, parse_model_args
     from fastmmeval.serve.app import start_server
 
@@ -41,6 +42,10 @@ def main(args: argparse.Namespace) -> int:
     handle = start_server(model, args.host, args.port, args.served_model_name, max_batch=args.max_batch,
                           batch_window_s=args.batch_window_ms / 1000, default_max_tokens=args.max_tokens,
                           api_key=api_key)
+    # A process started with SIGINT ignored (a background job, or a parent that ignores it) would
+    # otherwise never see Ctrl-C; SIGTERM (`kill`) stops it the same way.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, _interrupt)
     console = Console(stderr=True)
     try:  # Ctrl-C right after the line below is printed still stops the server cleanly
         console.print(f"serving {handle.server.served_name!r} ({args.model}) at {handle.url}  (Ctrl-C stops)")
@@ -50,3 +55,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         handle.stop()
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
