@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fastmmeval.evaluate import Prepared, answered
+from fastmmeval.answering import Prepared, answered
 from fastmmeval.models.base import Model
 from fastmmeval.protocol import Message, Request, Response, TextPart
 from fastmmeval.tasks.task import DocRef

@@ -9,7 +9,6 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from tqdm import tqdm
 
 import fastmmeval
+from fastmmeval.answering import Answered, Prepared, answered, prepared_docs
 from fastmmeval.distributed import ONE_PROCESS, Ranks
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.judge.agreement import agreement
@@ -26,93 +26,10 @@ from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, judged_s
 from fastmmeval.metrics import overall_score, summarize
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.models.base import add_usage
-from fastmmeval.protocol import Doc, Request, Response
+from fastmmeval.protocol import Response
 from fastmmeval.results import RunDir
 from fastmmeval.tasks.catalog import Catalog
-from fastmmeval.tasks.task import DocRef, Task
-
-
-@dataclass
-class Prepared:
-    """A doc with its request, or the reason it could not be made into one."""
-
-    ref: DocRef
-    doc: Doc | None = None
-    request: Request | None = None
-    error: str | None = None
-
-
-def _prepare(model: Model, task: Task, ref: DocRef, seed: int) -> Prepared:
-    try:
-        doc = task.doc(ref)
-        request = task.request(doc, seed)
-    except DocError as e:
-        return Prepared(ref, error=str(e))
-    model.prepare(request)
-    return Prepared(ref, doc, request)
-
-
-def prepared_docs(
-    model: Model, task: Task, refs: list[DocRef], seed: int, workers: int, ahead: int
-) -> Iterator[Prepared]:
-    """Docs with their requests in order; image decoding (and the model's own `prepare`, e.g. its
-    image processor) runs in a pool up to `ahead` docs ahead of the consumer, so the model never
-    waits on input work it could overlap."""
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prepare") as pool:
-        window: deque[Future[Prepared]] = deque()
-        pending = iter(refs)
-        for ref in pending:
-            window.append(pool.submit(_prepare, model, task, ref, seed))
-            if len(window) >= ahead:
-                break
-        while window:
-            item = window.popleft().result()
-            nxt = next(pending, None)
-            if nxt is not None:
-                window.append(pool.submit(_prepare, model, task, nxt, seed))
-            yield item
-
-
-Answered = list[tuple[Prepared, Response | None]]
-
-
-def answered(model: Model, items: Iterator[Prepared], batch_size: int) -> Iterator[Answered]:
-    """`items` with the model's response to each (None for a doc that has no request), in order,
-    `batch_size` at a time. The model gets the requests as one stream, so a continuously batching
-    backend keeps its batch full across these groups."""
-    queue: deque[Prepared] = deque()
-    asked: set[str] = set()  # requests given to the model and not answered yet
-    responses: dict[str, Response] = {}
-
-    def requests() -> Iterator[Request]:
-        for item in items:
-            queue.append(item)
-            if item.request is not None:
-                asked.add(item.request.id)
-                yield item.request
-
-    def ready() -> Iterator[tuple[Prepared, Response | None]]:
-        while queue and (queue[0].request is None or queue[0].request.id in responses):
-            item = queue.popleft()
-            yield item, responses.pop(item.request.id) if item.request is not None else None
-
-    group: Answered = []
-    for response in model.respond(requests(), batch_size):
-        if response.request_id not in asked:
-            raise RuntimeError(f"model {model.name!r} answered {response.request_id!r}, which it was not "
-                               "asked or had answered already")
-        asked.remove(response.request_id)
-        responses[response.request_id] = response
-        for pair in ready():
-            group.append(pair)
-            if len(group) == batch_size:
-                yield group
-                group = []
-    group += ready()
-    if queue:
-        raise RuntimeError(f"model {model.name!r} left {len(queue)} requests unanswered")
-    for start in range(0, len(group), batch_size):
-        yield group[start : start + batch_size]
+from fastmmeval.tasks.task import Task
 
 
 def _sample(
