@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,26 @@ def test_loglikelihood_is_the_causal_lm_shared_context_scoring(hf: HF) -> None:
     chat = [{"role": "system", "content": "Answer."}, {"role": "user", "content": QUESTIONS[4]}]
     assert (response.logprobs, response.is_greedy) == hf.lm.loglikelihood(chat, list(continuations))
     assert response.logprobs[-1] == 0.0 and response.logprobs[0] < 0
+
+
+def test_the_stream_answers_each_request_without_reading_the_whole_task_first(hf: HF) -> None:
+    """A run checkpoints as answers come: scoring requests are answered one by one, and the engine
+    reads generation requests only a window ahead of what it has finished."""
+    pulled: list[str] = []
+
+    def source(kind: str, n: int) -> Iterator[Request]:
+        for i in range(n):
+            pulled.append(f"{kind}{i}")
+            yield Request(id=f"{kind}{i}", kind=kind, messages=messages(QUESTIONS[i % len(QUESTIONS)]),
+                          generation=GenerationSettings(max_new_tokens=2), continuations=("yes", "no"))
+
+    answers = hf.respond(source("loglikelihood", 50), batch_size=50)
+    assert next(answers).request_id == "loglikelihood0" and pulled == ["loglikelihood0"]
+    pulled.clear()
+    answers = hf.respond(source("generate", 50), batch_size=50)
+    next(answers)
+    assert len(pulled) <= 2 * hf.args.max_batch_size
+    assert len(list(answers)) == 49
 
 
 def test_a_failing_batch_is_retried_one_by_one(hf: HF, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import partial
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from fastmmeval.errors import ConfigError
@@ -131,24 +132,29 @@ class HF(Model):
     def respond(self, requests: Iterable[Request], batch_size: int) -> Iterator[Response]:
         """Each request's Response as soon as it is ready: generation requests stream through the
         continuous-batching engine, which takes new ones as rows free up (whatever `batch_size`
-        the caller groups by); log-likelihood requests are scored as they come."""
-        scored: deque[Response] = deque()
+        the caller groups by); log-likelihood requests are scored one by one as they come."""
+        for kind, group in groupby(requests, key=lambda r: r.kind):
+            if kind != "generate":
+                for request in group:
+                    yield from self.loglikelihood([request])
+                continue
+            unbuilt: deque[Response] = deque()  # prompts that could not be built, answered in passing
+            for request, seq in self.engine.stream(self._engine_prompts(group, unbuilt),
+                                                   window=self.args.max_batch_size):
+                yield from _drain(unbuilt)
+                yield _generated(request, seq)
+            yield from _drain(unbuilt)
 
-        def prompts() -> Iterator[tuple[Request, list[int], GenerationSettings, Prompt | None]]:
-            for request in requests:
-                if request.kind != "generate":
-                    scored.extend(self.loglikelihood([request]))
-                    continue
-                built = self._prompt(request)
-                if isinstance(built, str):
-                    scored.append(Response(request_id=request.id, error=built))
-                else:
-                    yield request, built[0], request.generation, built[1]
-
-        for request, seq in self.engine.stream(prompts(), window=self.args.max_batch_size):
-            yield from _drain(scored)
-            yield _generated(request, seq)
-        yield from _drain(scored)
+    def _engine_prompts(self, requests: Iterable[Request], unbuilt: deque[Response]
+                        ) -> Iterator[tuple[Request, list[int], GenerationSettings, Prompt | None]]:
+        """The engine's (key, prompt ids, settings, prefill inputs) for each request whose prompt
+        can be built; a Response with the reason for each one whose prompt cannot."""
+        for request in requests:
+            built = self._prompt(request)
+            if isinstance(built, str):
+                unbuilt.append(Response(request_id=request.id, error=built))
+            else:
+                yield request, built[0], request.generation, built[1]
 
     def generate(self, requests: list[Request]) -> list[Response]:
         """One Response with the model's reply (or the reason it failed) per request."""
