@@ -361,14 +361,3 @@ def prune_for_inference(model: Any, prompts: list[list[int]], pad_id: int) -> tu
         done.append(f"final decoder layer's {names} on the last position in generation prefills")
     logger.info("pruning %s: %s", type(model).__name__, "; ".join(done) if done else "nothing to prune")
     return dropped, hooked
-
-
-__all__ = [
-    "decoder_layers",
-    "install_last_position_prefill",
-    "last_position_only",
-    "prune_for_inference",
-    "prune_vision_tower",
-    "remove_last_position_prefill",
-    "unpruned_config_dict",
-]
