@@ -46,6 +46,8 @@ class HFArgs:
     prune: skip work whose result is never read (vision layers after the one the model reads, the
         final decoder layer's MLP off the last position in prefills), each cut checked at load to
         leave outputs unchanged (`engine.pruning`); false runs the checkpoint's forward as is.
+    onednn: on CPU, run the linear layers through oneDNN's inner product instead of MKL's GEMM
+        (`engine.cpu_linear`; faster, equal up to float rounding, each layer checked at load).
     """
 
     pretrained: str
@@ -56,6 +58,7 @@ class HFArgs:
     gguf_file: str = ""
     device: str = "cpu"
     prune: bool = True
+    onednn: bool = True
 
 
 @MODELS.register("hf")
@@ -95,7 +98,12 @@ class HF(Model):
                 self.lm.model.set_attn_implementation(args.attn_implementation)
             except (ValueError, ImportError) as e:
                 raise ConfigError(f"{where}: attn_implementation: {failure_reason('unavailable', e)}") from None
-        self.lm.model.to(_device(args.device, where))
+        device = _device(args.device, where)
+        self.lm.model.to(device)
+        if args.onednn and device.type == "cpu":
+            from fastmmeval.engine.cpu_linear import use_onednn_linear
+
+            use_onednn_linear(self.lm.model)
         config = self.lm.model.config
         self.arch = (getattr(config, "architectures", None) or [type(self.lm.model).__name__])[0]
 
@@ -186,9 +194,10 @@ class HF(Model):
 
     def fingerprint(self) -> dict[str, Any]:
         """The model and the settings that can change its outputs (batch limits cannot: greedy
-        outputs are batch invariant; nor can pruning, checked exact at load)."""
+        outputs are batch invariant; nor can pruning, checked exact at load, nor the CPU matrix
+        product library, which changes float rounding only, as batch shapes do)."""
         settings = asdict(self.args)
-        for same_outputs in ("max_batch_size", "max_batch_tokens", "prune"):
+        for same_outputs in ("max_batch_size", "max_batch_tokens", "prune", "onednn"):
             settings.pop(same_outputs)
         return {"model": self.name, "lm": self.lm.fingerprint(), "settings": settings}
 
