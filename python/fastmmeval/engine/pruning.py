@@ -244,7 +244,7 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
         candidates["self_attn.o_proj"] = o_proj
     if not candidates:
         return []
-    inputs = _probe_inputs(model, prompts, pad_id)
+    inputs = probe_inputs(model, prompts, pad_id)
     shapes_ok = {name: True for name in candidates}
 
     def probe(name: str) -> Any:
@@ -309,7 +309,7 @@ def last_position_only(model: Any, enabled: bool = True) -> Iterator[None]:
         _FULL_LENGTH.set(0)
 
 
-def _probe_inputs(model: Any, prompts: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+def probe_inputs(model: Any, prompts: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
     """Left-padded prefill inputs for `prompts`, positions counting real tokens (as the engine's)."""
     from fastmmeval.engine.runner import left_pad  # the runner imports this module
 

@@ -17,6 +17,7 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from fastmmeval.engine.kv_cache import CacheLayout, Move
+from fastmmeval.engine.prefill_attention import rows_attention
 from fastmmeval.engine.pruning import last_position_only
 from fastmmeval.engine.sequence import Sequence
 
@@ -82,7 +83,8 @@ class Runner:
         # Only the last position's logits are kept, and with every row ending in the last column (left
         # padding) a model whose final layer was hooked at load (`pruning`) runs its MLP there only.
         mask = batch.inputs.get("attention_mask")
-        with last_position_only(self.model, enabled=mask is not None and bool(mask[:, -1].all())):
+        last_only = mask is not None and bool(mask[:, -1].all())
+        with last_position_only(self.model, enabled=last_only), rows_attention(self.model, mask, last_only):
             out = self.model(**{k: v.to(self.device) for k, v in batch.inputs.items()}, use_cache=True,
                              logits_to_keep=1)
         fresh = cache_of(out)

@@ -16,7 +16,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from fastmmeval.engine.engine import Engine
-from fastmmeval.engine.pruning import PROBE_TEXT, prune_for_inference
+from fastmmeval.engine.loading import ready_for_engine
+from fastmmeval.engine.pruning import PROBE_TEXT
 from fastmmeval.engine.runner import token_prefill
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
@@ -62,9 +63,7 @@ class CausalLM:
             raise ConfigError(f"{name_or_path!r} declares no EOS token")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
-        if prune:
-            probe = self.text_ids(PROBE_TEXT)
-            prune_for_inference(self.model, [probe, probe[: len(probe) // 2]], self.pad_id)
+        ready_for_engine(self.model, self.text_ids(PROBE_TEXT), self.pad_id, prune)
         self.engine = Engine(self.model, self.eos_ids, partial(self.tokenizer.decode, skip_special_tokens=True),
                              partial(token_prefill, pad_id=self.pad_id), max_batch_size=batch_size,
                              max_batch_tokens=max_batch_tokens)

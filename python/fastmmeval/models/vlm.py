@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from fastmmeval.engine.pruning import PROBE_TEXT, prune_for_inference, unpruned_config_dict
+from fastmmeval.engine.loading import ready_for_engine
+from fastmmeval.engine.pruning import PROBE_TEXT, unpruned_config_dict
 from fastmmeval.engine.runner import Batch, left_pad
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError
@@ -74,9 +75,7 @@ class VisionLanguageModel:
         self.pad_id = pad if pad is not None else min(self.eos_ids)
         self._forward_keys = set(inspect.signature(self.model.forward).parameters)
         self._rope_index = getattr(getattr(self.model, "model", None), "get_rope_index", None)
-        if prune:
-            probe = self.text_ids(PROBE_TEXT)
-            prune_for_inference(self.model, [probe, probe[: len(probe) // 2]], self.pad_id)
+        ready_for_engine(self.model, self.text_ids(PROBE_TEXT), self.pad_id, prune)
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
