@@ -257,6 +257,36 @@ def test_segments_are_byte_identical_whatever_threads_shards_and_memory(tmp_path
         assert roomy[f"p{p:05d}.seg"] == want
 
 
+@pytest.mark.parametrize("partition_bits", [0, 8])
+def test_large_partitions_with_repeats_of_every_length_match_the_numpy_segments(
+    tmp_path: Path, partition_bits: int
+) -> None:
+    # Partitions of thousands to hundreds of thousands of keys: the sort leaves keys out of place for the
+    # count step to move, and n-grams repeated 1 to 40 times (runs that straddle 8-key vectors and saturate)
+    # sit among distinct ones.
+    rng = np.random.default_rng(7)
+    docs = list(rng.integers(0, 60_000, size=(300, 1000), dtype=np.uint32))
+    phrases = rng.integers(0, 60_000, size=(400, 8), dtype=np.uint32)
+    docs += [phrases[i] for i in range(len(phrases)) for _ in range(1 + i % 40)]
+    docs += [np.full(9 + i, i, dtype=np.uint32) for i in range(3)]  # a few n-grams repeated within a document
+    settings = IndexSettings(threshold=10, partition_bits=partition_bits, memory_bytes=64 << 20, threads=2)
+    got = build(tmp_path / "ix", [ArraySource("all", docs, block_docs=97)], settings)
+
+    lengths = [len(d) for d in docs]
+    hashes = ngram_hashes(np.concatenate(docs), np.cumsum([0] + lengths[:-1]))
+    uniq, counts = count_hashes_reference(hashes, settings.cap)
+    assert (counts == settings.cap).sum() > 100 and (counts == 1).sum() > 100_000
+    part = (uniq >> np.uint64(64 - partition_bits)).astype(int) if partition_bits else np.zeros(len(uniq), int)
+    want = {
+        f"p{p:05d}.seg": segment_bytes_reference(
+            uniq[part == p], counts[part == p], n=8, threshold=10, partition_bits=partition_bits, partition=p,
+            dedup=False,
+        )
+        for p in np.unique(part)
+    }
+    assert got == want
+
+
 def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp_path: Path) -> None:
     docs = random_docs(5, 2000, vocab=20, max_len=200)
     settings = IndexSettings(threshold=10, partition_bits=2, memory_bytes=1 << 20, threads=2)
