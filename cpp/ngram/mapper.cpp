@@ -1,10 +1,14 @@
 #include "ngram/mapper.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "ngram/radix.hpp"
@@ -12,6 +16,33 @@
 #include "ngram/windows.hpp"
 
 namespace fastmmeval::ngram {
+
+PageBuffer::PageBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  base_ = p;
+}
+
+PageBuffer::~PageBuffer() {
+  // Unmapped in pieces: unmapping holds the process's memory-map lock, which page faults, mmap and munmap on
+  // other threads wait for (~0.1 s per GB unmapped at once).
+  constexpr size_t kPiece = size_t{32} << 20;
+  for (size_t at = 0; at < bytes_; at += kPiece) {
+    ::munmap(static_cast<char*>(base_) + at, std::min(kPiece, bytes_ - at));
+  }
+}
+
+PageBuffer& PageBuffer::operator=(PageBuffer&& o) noexcept {
+  if (this != &o) {
+    PageBuffer old(std::move(*this));
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
 
 Mapper::Mapper(MapperConfig config) : config_(std::move(config)), shift_(63 - config_.partition_bits) {
   const size_t threads = config_.threads = std::max(1u, config_.threads);
@@ -31,8 +62,8 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), shift_(63 - co
   scratch_ = 2 * most + most / sizeof(uint64_t) + 1;
   // Below two chunks per thread and partition every chunk would spill at once: such budgets are exceeded.
   const size_t pool = std::max(2 * threads * parts, (keys - std::min(keys, threads * scratch_)) / chunk_);
-  storage_.reset(new uint64_t[pool * chunk_]);
-  tmp_.reset(new uint64_t[threads * scratch_]);
+  storage_ = PageBuffer(pool * chunk_ * sizeof(uint64_t));
+  tmp_ = PageBuffer(threads * scratch_ * sizeof(uint64_t));
   free_.resize(pool);
   for (size_t c = 0; c < pool; ++c) free_[c] = static_cast<uint32_t>(c);
   chunks_.resize(threads * parts);
@@ -61,6 +92,7 @@ struct Piece {
 
 template <typename Token>
 void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed) {
+  if (finished_) throw std::logic_error("NgramMapper: add() after finish()");
   const size_t n = config_.n;
   std::vector<Span> spans;
   std::vector<Piece> pieces;
@@ -161,7 +193,7 @@ bool Mapper::new_chunk(size_t slot) {
   const size_t i = free_next_++;
   if (i >= free_.size()) return false;
   chunks_[slot].push_back(free_[i]);
-  pos_[slot] = storage_.get() + size_t{free_[i]} * chunk_;
+  pos_[slot] = storage_.keys() + size_t{free_[i]} * chunk_;
   end_[slot] = pos_[slot] + chunk_;
   return true;
 }
@@ -172,7 +204,7 @@ void Mapper::spill(size_t p, uint64_t* tmp) {
   size_t keys = 0;
   for (size_t slot = p; slot < chunks_.size(); slot += parts) {
     for (const uint32_t c : chunks_[slot]) {
-      const uint64_t* begin = storage_.get() + size_t{c} * chunk_;
+      const uint64_t* begin = storage_.keys() + size_t{c} * chunk_;
       const size_t size = c == chunks_[slot].back() ? static_cast<size_t>(pos_[slot] - begin) : chunk_;
       spans.push_back({begin, size});
       keys += size;
@@ -212,7 +244,7 @@ void Mapper::spill_all(bool everything) {
   auto work = [&](unsigned t) {
     for (size_t i; !failed && (i = next++) < chosen.size();) {
       try {
-        spill(chosen[i], tmp_.get() + t * scratch_);
+        spill(chosen[i], tmp_.keys() + t * scratch_);
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
       }
@@ -240,7 +272,18 @@ void Mapper::spill_all(bool everything) {
 }
 
 std::vector<std::string> Mapper::finish() {
+  if (finished_) throw std::logic_error("NgramMapper: finish() was already called");
   spill_all(true);
+  finished_ = true;
+  // The pool's pages go back to the system on a thread of their own (unmapping a GB takes ~0.1 s) while the
+  // caller goes on with the reduce step.
+  try {
+    std::thread([storage = std::move(storage_), tmp = std::move(tmp_)]() mutable {
+      storage = PageBuffer();
+      tmp = PageBuffer();
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to be had: the buffers were freed here
+  }
   std::vector<std::string> all;
   for (const auto& paths : runs_) all.insert(all.end(), paths.begin(), paths.end());
   return all;

@@ -11,6 +11,26 @@
 
 namespace fastmmeval::ngram {
 
+// Anonymous memory mapped for one owner, its pages taken from the system only as they are first touched.
+class PageBuffer {
+ public:
+  PageBuffer() = default;
+  explicit PageBuffer(size_t bytes);
+  ~PageBuffer();
+  PageBuffer(PageBuffer&& o) noexcept : base_(o.base_), bytes_(o.bytes_) {
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+  }
+  PageBuffer& operator=(PageBuffer&& o) noexcept;
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  uint64_t* keys() const { return static_cast<uint64_t*>(base_); }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 struct MapperConfig {
   std::string prefix;  // run files are <prefix>p<partition:05d>-<seq:06d>.run
   uint32_t n, threshold, partition_bits;
@@ -27,7 +47,8 @@ class Mapper {
   // Adds the windows of every document (offsets already validated); Token is uint16_t or uint32_t.
   template <typename Token>
   void add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed);
-  // Spills what is left and returns the paths of all runs written, in order.
+  // Spills what is left and returns the paths of all runs written, in order. The mapper takes no windows
+  // after that; its memory goes back to the system on a thread of its own.
   std::vector<std::string> finish();
   uint64_t windows() const { return windows_; }
 
@@ -46,8 +67,8 @@ class Mapper {
   // Keys wait in a pool of chunks, pages touched only as used: partitions take chunks as they grow, so
   // skewed ones do not leave the budget idle. Slot t * partitions + p lists the chunks thread t filled
   // for partition p; its last one is being filled, pos_ and end_ bound its free part.
-  std::unique_ptr<uint64_t[]> storage_;
-  std::unique_ptr<uint64_t[]> tmp_;  // sort scratch: scratch_ keys per thread
+  PageBuffer storage_;
+  PageBuffer tmp_;  // sort scratch: scratch_ keys per thread
   std::vector<uint32_t> free_;       // chunks not in use; free_[free_next_, ...) may still be taken
   std::atomic<size_t> free_next_{0};
   std::vector<std::vector<uint32_t>> chunks_;
@@ -57,6 +78,7 @@ class Mapper {
   std::vector<std::vector<uint64_t>> doc_tmp_;  // per thread: sort scratch of the dedup step
   std::vector<std::vector<std::string>> runs_;  // per partition
   uint64_t windows_ = 0;
+  bool finished_ = false;
 };
 
 }  // namespace fastmmeval::ngram
