@@ -206,11 +206,11 @@ def reduce_partition(run_paths: Sequence[Path], out_path: Path, settings: IndexS
     consumes the runs and returns the number of entries."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    partition = read_header(run_paths[0]).partition if run_paths else 0
     if len(run_paths) == 1:
         # A run is already a segment of the same bytes: one input merges to itself.
         os.replace(run_paths[0], out_path)
         return read_header(out_path).entries
+    partition = read_header(run_paths[0]).partition if run_paths else 0
     entries, _ = _merge(run_paths, out_path, settings, partition)
     for p in run_paths:
         Path(p).unlink(missing_ok=True)
