@@ -9,6 +9,7 @@ import pytest
 
 from fastmmeval.engine import CacheLayout, Scheduler, Sequence, Status
 from fastmmeval.engine.kv_cache import SLOT_MULTIPLE, SPARE_LEFT, SPARE_RIGHT, Move
+from fastmmeval.engine.runner import window_mask
 from fastmmeval.protocol import GenerationSettings
 
 
@@ -133,16 +134,16 @@ def test_layout_rows_end_at_a_common_column_and_newcomers_fit_in_before_it() -> 
     assert first == Move(rows=0, start=0, end=0, slots=SLOT_MULTIPLE, columns=5 + SPARE_LEFT + SPARE_RIGHT,
                          new_end=5 + SPARE_LEFT)
     assert (layout.end, layout.start) == (5 + SPARE_LEFT, SPARE_LEFT)
-    assert layout.attention_mask() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+    assert window_mask(layout.lengths).tolist() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
     assert layout.positions() == [3, 5]
     assert layout.reserve() is None
     layout.advance()  # a decode step wrote column `end` in place
-    assert layout.attention_mask(new_tokens=1) == [[0, 0, 1, 1, 1, 1, 1], [1] * 7]
+    assert window_mask(layout.lengths, new_tokens=1).tolist() == [[0, 0, 1, 1, 1, 1, 1], [1] * 7]
     # A longer newcomer widens the window to the left, a shorter one is masked on its left: no copy.
     assert layout.join([9], [8]) is None
     assert layout.join([10], [2]) is None
     assert (layout.rows, layout.lengths, layout.width) == ([7, 8, 9, 10], [4, 6, 8, 2], 8)
-    assert layout.attention_mask() == [[0] * 4 + [1] * 4, [0] * 2 + [1] * 6, [1] * 8, [0] * 6 + [1] * 2]
+    assert window_mask(layout.lengths).tolist() == [[0] * 4 + [1] * 4, [0] * 2 + [1] * 6, [1] * 8, [0] * 6 + [1] * 2]
 
 
 def test_layout_leave_moves_the_last_row_into_the_freed_slot() -> None:

@@ -116,12 +116,6 @@ class CacheLayout:
         self.lengths = [n + 1 for n in self.lengths]
         self.end += 1
 
-    def attention_mask(self, new_tokens: int = 0) -> list[list[int]]:
-        """Per row, over the window and then `new_tokens` being fed: 0 for columns before its
-        tokens, 1 for its cached tokens and for the new ones."""
-        width = self.width
-        return [[0] * (width - n) + [1] * (n + new_tokens) for n in self.lengths]
-
     def positions(self) -> list[int]:
         """Per row: the position of the next token fed (its cached token count plus its offset)."""
         return [n + offset for n, offset in zip(self.lengths, self.offsets, strict=True)]

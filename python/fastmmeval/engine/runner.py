@@ -43,6 +43,14 @@ def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
+def window_mask(lengths: list[int], new_tokens: int = 0) -> torch.Tensor:
+    """The attention mask of rows holding `lengths` cached tokens that end at one column, over the
+    window (the longest row's columns) and then `new_tokens` being fed: 0 for columns before a
+    row's tokens, 1 for its cached tokens and the new ones."""
+    width = max(lengths, default=0)
+    return (torch.arange(width + new_tokens) >= (width - torch.tensor(lengths))[:, None]).long()
+
+
 def token_prefill(seqs: list[Sequence], pad_id: int) -> Batch:
     """The prefill of plain token prompts: left-padded ids, positions counting real tokens."""
     ids, mask = left_pad([s.prompt_ids for s in seqs], pad_id)
@@ -120,7 +128,7 @@ class Runner:
             self._refresh()
         rows = [by_id[seq_id] for seq_id in self.layout.rows]
         out = self.model(input_ids=self._tensor([[s.last_token] for s in rows]),
-                         attention_mask=self._tensor(self.layout.attention_mask(new_tokens=1)),
+                         attention_mask=window_mask(self.layout.lengths, new_tokens=1).to(self.device),
                          position_ids=self._tensor(self.layout.positions())[:, None],
                          use_cache=True, **{self._cache_kw: self.cache})
         self.layout.advance()
