@@ -179,9 +179,10 @@ size_t Mapper::scatter(unsigned t, const uint64_t* in, size_t k, size_t count) {
   const size_t first = t * seq_.size();
   uint64_t** pos = pos_.data() + first;
   uint64_t* const* end = end_.data() + first;
+  const unsigned shift = shift_;  // a local: the stores below could alias the member, which is reloaded
   for (; k < count; ++k) {
     const uint64_t h = in[k];
-    const size_t p = static_cast<size_t>((h >> shift_) >> 1);
+    const size_t p = static_cast<size_t>((h >> shift) >> 1);
     if (pos[p] == end[p] && !new_chunk(first + p)) break;
     *pos[p]++ = h;
   }
