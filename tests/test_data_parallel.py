@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
 from test_evaluate import only_run, run_args
 from test_evaluate import task_dir as task_dir  # the fixture
 
+from fastmmeval import distributed
 from fastmmeval.cli import main
 from fastmmeval.models import MODELS, Model
 from fastmmeval.protocol import Request, Response
@@ -87,6 +89,32 @@ def main_with_failing_model(argv: list[str]) -> int:
     """`fastmmeval` with the test-only model registered (run in the rank processes)."""
     MODELS.add(FailsOnRank1.name, FailsOnRank1)
     return main(argv)
+
+
+@pytest.mark.parametrize("user_threads", [None, "3"])
+def test_each_rank_gets_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch, user_threads: str | None) -> None:
+    started: list[dict[str, str]] = []
+
+    class Done:
+        returncode = 0
+
+        def __init__(self, cmd: list[str], env: dict[str, str], **kwargs: Any) -> None:
+            started.append(env)
+
+        def poll(self) -> int:
+            return 0
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(distributed.subprocess, "Popen", Done)
+    if user_threads is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", user_threads)
+    assert distributed.launch(["run"], 2, timeout_s=1) == 0
+    share = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    assert [env["OMP_NUM_THREADS"] for env in started] == [user_threads or share] * 2
 
 
 def test_a_failing_rank_stops_every_rank_with_its_error(task_dir: Path, tmp_path: Path) -> None:

@@ -114,9 +114,12 @@ def _free_port() -> int:
 
 def launch(argv: list[str], num_processes: int, timeout_s: float) -> int:
     """Run `fastmmeval <argv>` as `num_processes` ranks on this machine and wait for all of them.
-    Returns 0, or the exit status of the first rank seen failing; ranks still running `timeout_s`
-    (plus a grace period) after a failure are killed."""
+    Each rank gets an equal share of this process's cores as its thread count, unless
+    OMP_NUM_THREADS is set (torch would otherwise give every rank all the cores). Returns 0, or the
+    exit status of the first rank seen failing; ranks still running `timeout_s` (plus a grace
+    period) after a failure are killed."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // num_processes)))
     env.update(WORLD_SIZE=str(num_processes), LOCAL_WORLD_SIZE=str(num_processes))
     procs = [
         subprocess.Popen(
