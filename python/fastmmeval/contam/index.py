@@ -353,12 +353,16 @@ class NgramIndex:
         seg_dir.mkdir(parents=True, exist_ok=True)
         by_part = runs_by_partition(run_dir, self.settings)
         jobs = [(runs, seg_dir / segment_file(p)) for p, runs in enumerate(by_part) if runs]
-        with (
-            ThreadPoolExecutor(self.settings.threads) as pool,
-            tqdm(total=len(jobs), desc="reduce", unit="part", disable=not progress) as bar,
-        ):
-            for _ in pool.map(lambda job: reduce_partition(job[0], job[1], self.settings), jobs):
-                bar.update()
+        merges = [job for job in jobs if len(job[0]) > 1]
+        with tqdm(total=len(jobs), desc="reduce", unit="part", disable=not progress) as bar:
+            for runs, out in jobs:  # a single run is renamed into place: cheaper here than on a pool
+                if len(runs) == 1:
+                    reduce_partition(runs, out, self.settings)
+                    bar.update()
+            if merges:
+                with ThreadPoolExecutor(self.settings.threads) as pool:
+                    for _ in pool.map(lambda job: reduce_partition(job[0], job[1], self.settings), merges):
+                        bar.update()
         return stats
 
     def compact(self) -> None:
