@@ -169,6 +169,18 @@ size_t count_runs(uint64_t* x, size_t n, unsigned cap, uint8_t* counts, size_t b
   return m;
 }
 
+// Moves x[k] left into its place among ascending x[0, k); returns how many keys it stepped over.
+inline size_t insert_one(uint64_t* x, size_t k) {
+  const uint64_t key = x[k];
+  size_t j = k;
+  while (j > 0 && x[j - 1] > key) {
+    x[j] = x[j - 1];
+    --j;
+  }
+  x[j] = key;
+  return k - j;
+}
+
 #ifdef FASTMMEVAL_AVX512
 #define AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,popcnt")))
 #ifndef __clang__  // GCC 12 wrongly warns that its own AVX-512 intrinsics read uninitialized values (bug 105593)
@@ -204,14 +216,7 @@ AVX512 void pair_steps_avx512(uint64_t* x, size_t n) {
 AVX512 bool fix_up_avx512(uint64_t* x, size_t n, size_t budget) {
   size_t moves = 0;
   auto insert = [&](size_t k) {
-    const uint64_t key = x[k];
-    size_t j = k;
-    while (j > 0 && x[j - 1] > key) {
-      x[j] = x[j - 1];
-      --j;
-    }
-    x[j] = key;
-    moves += k - j;
+    moves += insert_one(x, k);
     return moves <= budget;
   };
   size_t i = 1;
@@ -311,14 +316,7 @@ void radix_sort(uint64_t* a, uint64_t* tmp, size_t n, unsigned bits) {
   size_t moves = 0;
   const size_t budget = n / 4;
   for (size_t i = 1; i < n; ++i) {
-    const uint64_t k = a[i];
-    size_t j = i;
-    while (j > 0 && a[j - 1] > k) {
-      a[j] = a[j - 1];
-      --j;
-    }
-    a[j] = k;
-    moves += i - j;
+    moves += insert_one(a, i);
     if (moves > budget) {
       lsd(a, tmp, n, 0, bits);
       return;
