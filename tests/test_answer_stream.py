@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fastmmeval.answering import Prepared, answered
+from fastmmeval.answering import Prepared, answered, prepared_docs
 from fastmmeval.models.base import Model
 from fastmmeval.protocol import Message, Request, Response, TextPart
 from fastmmeval.tasks.task import DocRef
@@ -100,3 +100,34 @@ def test_by_default_a_backend_is_called_batch_size_requests_at_a_time() -> None:
     groups = list(answered(Batched(), iter(items(7, broken={2})), batch_size=3))
     assert calls == [["r0", "r1", "r3"], ["r4", "r5", "r6"]]
     assert [len(g) for g in groups] == [3, 3, 1]
+
+
+class Counted:
+    """A task stand-in that records which docs have been made into requests."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    def doc(self, ref: DocRef) -> dict[str, Any]:
+        self.made.append(ref.id)
+        return {"id": ref.id}
+
+    def request(self, doc: dict[str, Any], seed: int) -> Request:
+        return Request(f"r-{doc['id']}", "generate", (Message("user", (TextPart("q"),)),))
+
+
+def test_docs_are_prepared_ahead_beside_the_model_or_in_runs_while_it_waits() -> None:
+    refs = [DocRef(i, f"d{i}") for i in range(10)]
+
+    class BusyCPU(Shuffler):
+        def overlaps_input_work(self) -> bool:
+            return False
+
+    task = Counted()
+    seen = [len(task.made) for _ in prepared_docs(BusyCPU(), task, refs, seed=0, workers=2, ahead=4)]
+    assert seen == [4, 4, 4, 4, 8, 8, 8, 8, 10, 10]  # nothing is prepared while the model computes
+
+    task = Counted()
+    out = [item.request.id for item in prepared_docs(Shuffler(), task, refs, seed=0, workers=2, ahead=4)
+           if item.request is not None]
+    assert out == [f"r-d{i}" for i in range(10)] and sorted(task.made) == sorted(r.id for r in refs)

@@ -156,21 +156,26 @@ def test_towers_without_a_feature_layer_are_not_touched(folders: dict[str, Path]
 def test_final_layer_runs_on_the_last_position_in_prefill_only(tiny_lm_dir: Path) -> None:
     lm = CausalLM(str(tiny_lm_dir), batch_size=4)
     hooks = _hooks(lm.model)
-    assert hooks is not None and hooks.names == ["mlp", "self_attn.o_proj"]
-    seen: list[int] = []
-    mlp = decoder_layers(lm.model)[-1].mlp
-    spy = mlp.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[1]))
+    assert hooks is not None and hooks.names == ["mlp", "self_attn.o_proj", "self_attn.q_proj"]
+    seen: dict[str, list[int]] = {"mlp": [], "q_proj": [], "k_proj": []}
+    layer = decoder_layers(lm.model)[-1]
+    modules = {"mlp": layer.mlp, "q_proj": layer.self_attn.q_proj, "k_proj": layer.self_attn.k_proj}
+    spies = [module.register_forward_pre_hook(lambda module, args, name=name: seen[name].append(args[0].shape[1]))
+             for name, module in modules.items()]
     try:
         lm.generate([[{"role": "user", "content": q}] for q in QUESTIONS[:3]],
                     [GenerationSettings(max_new_tokens=3)] * 3)
-        assert seen and set(seen) == {1}  # prefill: the last position only; decode: one anyway
-        assert hooks.sliced >= 2
-        seen.clear()
+        # Prefill: the last position only (decode: one anyway), but keys for every position.
+        assert set(seen["mlp"]) == set(seen["q_proj"]) == {1} and max(seen["k_proj"]) > 1
+        assert hooks.sliced >= 3
         sliced = hooks.sliced
+        for spied in seen.values():
+            spied.clear()
         lm.loglikelihood([{"role": "user", "content": QUESTIONS[0]}], OPTIONS)
-        assert max(seen) > 1 and hooks.sliced == sliced  # scoring reads every position
+        assert min(max(spied) for spied in seen.values()) > 1 and hooks.sliced == sliced  # scoring reads all
     finally:
-        spy.remove()
+        for spy in spies:
+            spy.remove()
 
 
 class PositionMixingMLP(torch.nn.Module):
@@ -244,13 +249,13 @@ def test_an_mlp_returning_a_tuple_is_skipped_and_the_projection_kept(
     assert install_last_position_prefill(model, prompts, pad) == []
     # In a layer made for it (as mixture-of-experts layers are), only the projection is hooked.
     monkeypatch.setattr(type(layer), "forward", _moe_style_forward)
-    assert install_last_position_prefill(model, prompts, pad) == ["self_attn.o_proj"]
+    assert install_last_position_prefill(model, prompts, pad) == ["self_attn.o_proj", "self_attn.q_proj"]
     with torch.inference_mode():
         assert torch.equal(model(**inputs).logits, expected)
         with last_position_only(model):
             hooked = model(**inputs, logits_to_keep=1).logits[:, -1]
     assert torch.allclose(hooked, expected[:, -1], rtol=0, atol=1e-4)
-    assert _hooks(model).sliced == 2  # probe check, then this prefill: the projection only
+    assert _hooks(model).sliced == 4  # probe check, then this prefill: the two projections only
 
 
 def test_layers_without_the_submodules_are_skipped(tiny_lm_dir: Path) -> None:
@@ -259,7 +264,7 @@ def test_layers_without_the_submodules_are_skipped(tiny_lm_dir: Path) -> None:
     o_proj, mlp = layer.self_attn.o_proj, layer.mlp
     del layer.self_attn.o_proj
     layer.self_attn.o_proj = lambda x: o_proj(x)  # a plain function: nothing to hook
-    assert install_last_position_prefill(model, prompts, pad) == ["mlp"]
+    assert install_last_position_prefill(model, prompts, pad) == ["mlp"]  # every query is read now
     del layer.mlp
     layer.mlp = lambda x: mlp(x)
     assert install_last_position_prefill(model, prompts, pad) == []
@@ -294,7 +299,8 @@ def _vlm_engine(vlm: VisionLanguageModel) -> Engine:
 def test_vlm_generation_and_scores_are_unchanged(folders: dict[str, Path], arch: str,
                                                  photos: list[Image.Image]) -> None:  # noqa: F811
     pruned, plain = VisionLanguageModel(str(folders[arch])), VisionLanguageModel(str(folders[arch]), prune=False)
-    assert _hooks(pruned.model).names == ["mlp", "self_attn.o_proj"] and _hooks(plain.model) is None
+    assert _hooks(pruned.model).names == ["mlp", "self_attn.o_proj", "self_attn.q_proj"]
+    assert _hooks(plain.model) is None
     if arch == "llava":
         assert len(pruned.model.model.vision_tower.encoder.layers) == 1
         assert len(plain.model.model.vision_tower.encoder.layers) == 2
@@ -320,7 +326,7 @@ def test_a_prefill_whose_rows_do_not_all_end_in_the_last_column_runs_unhooked(ti
                for i, q in enumerate(QUESTIONS[:2])]
     sliced = hooks.sliced
     Runner(lm.model, partial(token_prefill, pad_id=lm.pad_id)).prefill(prompts)
-    assert hooks.sliced == sliced + 2
+    assert hooks.sliced == sliced + 3
 
     def right_padded(seqs: list[Sequence]) -> Batch:
         batch = token_prefill(seqs, lm.pad_id)
@@ -328,7 +334,7 @@ def test_a_prefill_whose_rows_do_not_all_end_in_the_last_column_runs_unhooked(ti
         return batch
 
     Runner(lm.model, right_padded).prefill(prompts)
-    assert hooks.sliced == sliced + 2
+    assert hooks.sliced == sliced + 3
 
 
 def test_a_deep_copy_of_a_hooked_model_stays_hooked(tiny_lm_dir: Path) -> None:
@@ -341,5 +347,5 @@ def test_a_deep_copy_of_a_hooked_model_stays_hooked(tiny_lm_dir: Path) -> None:
         sliced = _hooks(twin).sliced
         with last_position_only(twin):
             hooked = twin(**ids, logits_to_keep=1).logits
-    assert _hooks(twin).sliced == sliced + 2
+    assert _hooks(twin).sliced == sliced + 3
     assert torch.allclose(hooked[:, -1], expected[:, -1], rtol=0, atol=1e-4)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +220,16 @@ def test_fingerprint_and_bad_arguments(hf: HF, tiny_lm_dir: Path) -> None:
 def test_asking_for_cuda_without_one_is_a_one_line_error(tiny_lm_dir: Path) -> None:
     with pytest.raises(ConfigError, match="device 'cuda' asked for, but torch sees no CUDA device"):
         MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "device": "cuda"})
+
+
+def test_docs_are_prepared_beside_the_model_only_where_its_threads_leave_cores_free(
+    hf: HF, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: cores)
+    assert not hf.overlaps_input_work()  # every core multiplies matrices: prepare while the engine waits
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert hf.overlaps_input_work() == (cores > 1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cores))  # one rank per core (--num_processes)
+    assert not hf.overlaps_input_work()

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from fastmmeval.errors import DocError
 from fastmmeval.models import Model
@@ -39,9 +40,16 @@ def prepared_docs(
     model: Model, task: Task, refs: list[DocRef], seed: int, workers: int, ahead: int
 ) -> Iterator[Prepared]:
     """Docs with their requests in order; image decoding (and the model's own `prepare`, e.g. its
-    image processor) runs in a pool up to `ahead` docs ahead of the consumer, so the model never
-    waits on input work it could overlap."""
+    image processor) runs in a pool. Where the model leaves cores free for it
+    (`Model.overlaps_input_work`), the pool works up to `ahead` docs ahead of the consumer, so
+    the model never waits on input work it could overlap; where the model's compute takes every
+    core of this machine, each run of `ahead` docs is prepared while the consumer waits for it,
+    and nothing runs beside the model (input work there would only slow its matrix products)."""
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prepare") as pool:
+        if not model.overlaps_input_work():
+            for start in range(0, len(refs), ahead):
+                yield from list(pool.map(partial(_prepare, model, task, seed=seed), refs[start : start + ahead]))
+            return
         window: deque[Future[Prepared]] = deque()
         pending = iter(refs)
         for ref in pending:

@@ -6,9 +6,10 @@ is skipped, and each saving is kept only after a check at load shows the outputs
   read are never needed; they are dropped (as vLLM builds LLaVA's tower only up to that layer).
 - `install_last_position_prefill` / `last_position_only`: in a generation prefill that keeps the
   logits of the last position only (`logits_to_keep=1`, left-padded rows), the final decoder
-  layer's attention output projection and MLP matter at the last position only (its keys and
-  values, which go into the cache, come before them); inside `last_position_only` they run on that
-  position alone (as llama.cpp does with `inp_out_ids`). Only the engine's prefill turns it on:
+  layer's query projection, attention output projection and MLP matter at the last position only
+  (its keys and values, which go into the cache, come from the key and value projections, which
+  run on every position); inside `last_position_only` they run on that position alone (as
+  llama.cpp does with `inp_out_ids`). Only the engine's prefill turns it on:
   log-likelihood scoring reads every position's logits.
 """
 
@@ -35,6 +36,7 @@ _HOOKS_ATTR = "_fastmmeval_last_position"
 # Text the load-time checks prefill (any plain text: only its token ids matter).
 PROBE_TEXT = "Describe the picture in a few words. Is there a cat, a dog or a person? Answer yes or no."
 _UNPRUNED_ATTR = "_fastmmeval_unpruned_config"
+_DESCRIBED = {"mlp": "MLP", "self_attn.o_proj": "attention output projection", "self_attn.q_proj": "query projection"}
 
 
 # ----- vision tower ----------------------------------------------------------------------------
@@ -161,7 +163,8 @@ def _image_features(model: Any, pixels: torch.Tensor) -> list[torch.Tensor] | No
 
 
 class _LastPositionHooks:
-    """Forward hooks on the final decoder layer's `self_attn.o_proj` and `mlp`: while this object is
+    """Forward hooks on final decoder layer submodules (`self_attn.q_proj`, `self_attn.o_proj`,
+    `mlp`): while this object is
     the active one (`last_position_only`), each runs on the last position of its [batch, length,
     dim] input and its output is broadcast back over `length` (the other positions are never read)."""
 
@@ -222,14 +225,16 @@ def decoder_layers(model: Any) -> nn.ModuleList | None:
 
 
 def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: int) -> list[str]:
-    """Hook the final decoder layer's `self_attn.o_proj` and `mlp` so that inside
-    `last_position_only(model)` they run on the last position only. Each is kept only if, on a
+    """Hook the final decoder layer's `self_attn.q_proj`, `self_attn.o_proj` and `mlp` so that
+    inside `last_position_only(model)` they run on the last position only (a query at any other
+    position only feeds an attention output that the sliced `o_proj` never reads). Each is kept
+    only if, on a
     probe prefill of `prompts` (plain text token ids, left-padded with `pad_id`), it takes one
     [batch, length, dim] tensor and returns one of the same batch and length; and then only if the
     hooked prefill ran each of them on the last position once, its last-position logits equal the
     plain one's within `LOGITS_RTOL` (relative to the largest) and its KV cache is exactly equal.
-    Returns the names of the hooked submodules (`["mlp", "self_attn.o_proj"]`), empty when nothing
-    was hooked."""
+    Returns the names of the hooked submodules (`["mlp", "self_attn.o_proj", "self_attn.q_proj"]`),
+    empty when nothing was hooked. The query projection is hooked only together with `o_proj`."""
     remove_last_position_prefill(model)
     layers = decoder_layers(model)
     if layers is None or not prompts or not all(prompts):
@@ -237,11 +242,14 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
     last = layers[-1]
     candidates: dict[str, nn.Module] = {}
     mlp = getattr(last, "mlp", None)
-    o_proj = getattr(getattr(last, "self_attn", None), "o_proj", None)
+    attention = getattr(last, "self_attn", None)
+    o_proj, q_proj = getattr(attention, "o_proj", None), getattr(attention, "q_proj", None)
     if isinstance(mlp, nn.Module):
         candidates["mlp"] = mlp
     if isinstance(o_proj, nn.Module):
         candidates["self_attn.o_proj"] = o_proj
+        if isinstance(q_proj, nn.Module):
+            candidates["self_attn.q_proj"] = q_proj
     if not candidates:
         return []
     inputs = probe_inputs(model, prompts, pad_id)
@@ -265,6 +273,8 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
         for handle in probes:
             handle.remove()
     chosen = {name: module for name, module in candidates.items() if shapes_ok[name]}
+    if "self_attn.o_proj" not in chosen:  # other positions' queries feed outputs that are read
+        chosen.pop("self_attn.q_proj", None)
     if not chosen:
         return []
     hooks = _LastPositionHooks(chosen)
@@ -357,7 +367,7 @@ def prune_for_inference(model: Any, prompts: list[list[int]], pad_id: int) -> tu
     if dropped:
         done.append(f"dropped {dropped} of {total} vision layers (their output is never read)")
     if hooked:
-        names = " and ".join("MLP" if n == "mlp" else "attention output projection" for n in hooked)
+        names = ", ".join(_DESCRIBED[n] for n in hooked)
         done.append(f"final decoder layer's {names} on the last position in generation prefills")
     logger.info("pruning %s: %s", type(model).__name__, "; ".join(done) if done else "nothing to prune")
     return dropped, hooked

@@ -65,6 +65,11 @@ class Model(ABC):
         """Optional: do this request's input work (e.g. image preprocessing) ahead of its batch.
         Called from the evaluator's background pool; a backend that has nothing to do ignores it."""
 
+    def overlaps_input_work(self) -> bool:
+        """Whether input work (a doc's image decoding and `prepare`) may run beside this model's
+        compute: True unless the model computes on this machine's cores and leaves none free."""
+        return True
+
     @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """What identifies this model's outputs: weights, revisions, settings."""

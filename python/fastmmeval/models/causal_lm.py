@@ -31,9 +31,9 @@ ChatMessages = list[dict[str, str]]
 
 class CausalLM:
     """A chat causal LM loaded with `from_pretrained` from a local folder or hub id (optionally a
-    GGUF file inside it). With `prune` (the default), the final decoder layer's MLP and output
-    projection run on the last position only in the engine's prefills, where a load-time check
-    shows the logits unchanged (`engine.pruning`)."""
+    GGUF file inside it). With `prune` (the default), the final decoder layer's query projection,
+    MLP and output projection run on the last position only in the engine's prefills, where a
+    load-time check shows the logits unchanged (`engine.pruning`)."""
 
     def __init__(self, name_or_path: str, gguf_file: str = "", dtype: str = "float32",
                  batch_size: int = 8, max_batch_tokens: int = 4096, prune: bool = True) -> None:

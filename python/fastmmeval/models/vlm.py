@@ -42,7 +42,8 @@ class VisionLanguageModel:
     `batch_size` continuations are scored together. With `prune` (the default), work whose result
     is never read is cut at load, each cut kept only where a check shows outputs unchanged
     (`engine.pruning`): vision encoder layers after the deepest one the model reads, and the final
-    decoder layer's MLP and output projection off the last position in the engine's prefills."""
+    decoder layer's query projection, MLP and output projection off the last position in the
+    engine's prefills."""
 
     def __init__(self, folder_or_id: str, dtype: str = "float32", batch_size: int = 8, prune: bool = True) -> None:
         from transformers import AutoModelForImageTextToText
