@@ -31,6 +31,9 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 
 $(VENV)/.native: $(NATIVE) $(VENV)/.deps
 	$(PIP_INSTALL) --no-deps -e .
+	# An editable install leaves our modules uncompiled (pip compiles those it copies): compile them
+	# once, or every run compiles them again where PYTHONDONTWRITEBYTECODE is set.
+	$(PY) -m compileall -q python/fastmmeval
 	touch $@
 
 demo: install
