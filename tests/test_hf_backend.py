@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import torch
 from PIL import Image
 from test_causal_lm import QUESTIONS as CAUSAL_LM_QUESTIONS
 
+from fastmmeval.distributed import available_cores
 from fastmmeval.engine import ScheduledStep, Sequence, kv_cache
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS
@@ -225,7 +225,7 @@ def test_asking_for_cuda_without_one_is_a_one_line_error(tiny_lm_dir: Path) -> N
 def test_docs_are_prepared_beside_the_model_only_where_its_threads_leave_cores_free(
     hf: HF, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cores = len(os.sched_getaffinity(0))
+    cores = available_cores()
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.setattr(torch, "get_num_threads", lambda: cores)
     assert not hf.overlaps_input_work()  # every core multiplies matrices: prepare while the engine waits

@@ -112,6 +112,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def launch(argv: list[str], num_processes: int, timeout_s: float) -> int:
     """Run `fastmmeval <argv>` as `num_processes` ranks on this machine and wait for all of them.
     Each rank gets an equal share of this process's cores as its thread count, unless
@@ -119,7 +125,7 @@ def launch(argv: list[str], num_processes: int, timeout_s: float) -> int:
     exit status of the first rank seen failing; ranks still running `timeout_s` (plus a grace
     period) after a failure are killed."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-    env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // num_processes)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, available_cores() // num_processes)))
     env.update(WORLD_SIZE=str(num_processes), LOCAL_WORLD_SIZE=str(num_processes))
     procs = [
         subprocess.Popen(

@@ -164,9 +164,9 @@ def _image_features(model: Any, pixels: torch.Tensor) -> list[torch.Tensor] | No
 
 class _LastPositionHooks:
     """Forward hooks on final decoder layer submodules (`self_attn.q_proj`, `self_attn.o_proj`,
-    `mlp`): while this object is
-    the active one (`last_position_only`), each runs on the last position of its [batch, length,
-    dim] input and its output is broadcast back over `length` (the other positions are never read)."""
+    `mlp`): while this object is the active one (`last_position_only`), each runs on the last
+    position of its [batch, length, dim] input and its output is broadcast back over `length` (the
+    other positions are never read)."""
 
     def __init__(self, modules: dict[str, nn.Module]) -> None:
         self.names = sorted(modules)
@@ -228,11 +228,11 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
     """Hook the final decoder layer's `self_attn.q_proj`, `self_attn.o_proj` and `mlp` so that
     inside `last_position_only(model)` they run on the last position only (a query at any other
     position only feeds an attention output that the sliced `o_proj` never reads). Each is kept
-    only if, on a
-    probe prefill of `prompts` (plain text token ids, left-padded with `pad_id`), it takes one
-    [batch, length, dim] tensor and returns one of the same batch and length; and then only if the
-    hooked prefill ran each of them on the last position once, its last-position logits equal the
-    plain one's within `LOGITS_RTOL` (relative to the largest) and its KV cache is exactly equal.
+    only if, on a probe prefill of `prompts` (plain text token ids, left-padded with `pad_id`), it
+    takes one [batch, length, dim] tensor and returns one of the same batch and length; and then
+    only if the hooked prefill ran each of them on the last position once, its last-position logits
+    equal the plain one's within `LOGITS_RTOL` (relative to the largest) and its KV cache is exactly
+    equal.
     Returns the names of the hooked submodules (`["mlp", "self_attn.o_proj", "self_attn.q_proj"]`),
     empty when nothing was hooked. The query projection is hooked only together with `o_proj`."""
     remove_last_position_prefill(model)

@@ -114,10 +114,12 @@ class HF(Model):
         core made generation slower than preparing them while the engine waits."""
         import torch
 
+        from fastmmeval.distributed import available_cores
+
         if self.device.type != "cpu":
             return True
         ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        return torch.get_num_threads() * ranks_here < len(os.sched_getaffinity(0))
+        return torch.get_num_threads() * ranks_here < available_cores()
 
     @staticmethod
     def _chat(request: Request) -> list[dict[str, str]]:
