@@ -18,8 +18,8 @@ transformers uses its Pillow image processors, and the model folder pins `CLIPIm
 so every contender preprocesses identically.
 
 Prints one JSON line last: {"bench": "engine", "ours_s", "peer", "peer_s", "ratio", "agree", ...}
-with ratio = peer_s / ours_s (end to end), plus generation-only times, the static baseline and
-any per-doc mismatches.
+with ratio = peer_s / ours_s (end to end; `ratio_each`: the same round by round), plus
+generation-only times, the static baseline and any per-doc mismatches.
 
 `--floor` adds the static batches' prompt forward pass alone (no decoding): a compute floor that
 no contender's generation time can go below on this machine.
@@ -474,6 +474,8 @@ def main() -> None:
         "prefill_floor_s": round(runs["static"]["floor_s"], 2) if runs.get("static", {}).get("floor_s") else None,
         "rounds": len(rounds),
         "e2e_each": {k: [round(t, 2) for t in times(k, "e2e_s")] for k in ("ours", "peer", "static")},
+        "ratio_each": [ratio(r["peer"].get("e2e_s"), r["ours"].get("e2e_s")) for r in rounds
+                       if "ours" in r and "peer" in r],  # round by round: lmms-eval over ours
         "compared": checked,
         "mismatches": {k: v["n"] for k, v in mismatches.items()},
         "n": len(docs),
