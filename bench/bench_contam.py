@@ -55,7 +55,8 @@ from zipf_corpus import (  # noqa: E402
 
 from fastmmeval.contam.corpus import TokenShardSource  # noqa: E402
 from fastmmeval.contam.hashing import TEXT_SEED, ngram_hashes  # noqa: E402
-from fastmmeval.contam.index import IndexSettings, NgramIndex  # noqa: E402
+from fastmmeval.contam.index import NgramIndex  # noqa: E402
+from fastmmeval.contam.settings import IndexSettings  # noqa: E402
 
 N = 8
 UNITS = {"K": 10**3, "M": 10**6, "G": 10**9, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}

@@ -27,7 +27,9 @@ from fastmmeval.contam.corpus import (
     write_token_shard,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
-from fastmmeval.contam.index import IndexSettings, reference_counts, stream_counts
+from fastmmeval.contam.index import stream_counts
+from fastmmeval.contam.reference import reference_counts
+from fastmmeval.contam.settings import IndexSettings
 from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
 
 

@@ -19,17 +19,15 @@ from native_checks import releases_gil
 
 from fastmmeval import _core
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import (
-    IndexSettings,
-    NgramIndex,
-    TokenBlock,
+from fastmmeval.contam.index import NgramIndex, stream_counts
+from fastmmeval.contam.reference import (
     count_hashes_reference,
     merge_counts_reference,
     reference_counts,
     stream_block_reference,
-    stream_counts,
 )
 from fastmmeval.contam.segment import NgramIndexError, read_segment_reference, segment_bytes_reference
+from fastmmeval.contam.settings import IndexSettings, TokenBlock
 
 
 @dataclass(frozen=True)
@@ -291,7 +289,7 @@ def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp
     docs = random_docs(5, 2000, vocab=20, max_len=200)
     settings = IndexSettings(threshold=10, partition_bits=2, memory_bytes=1 << 20, threads=2)
     run_dir = tmp_path / "runs"
-    from fastmmeval.contam.index import map_shard, reduce_partition, runs_by_partition
+    from fastmmeval.contam.build import map_shard, reduce_partition, runs_by_partition
 
     stats = map_shard(ArraySource("s", docs, block_docs=100), run_dir, settings)
     by_part = runs_by_partition(run_dir, settings)

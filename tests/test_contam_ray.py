@@ -13,8 +13,9 @@ import pytest
 import ray
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import IndexSettings, NgramIndex, TokenBlock
+from fastmmeval.contam.index import NgramIndex
 from fastmmeval.contam.ray_engine import RayEngineError
+from fastmmeval.contam.settings import IndexSettings, TokenBlock
 from fastmmeval.errors import FastmmevalError
 
 # A small budget (16 MiB per Ray task, the share of one thread) so both engines spill several sorted runs.

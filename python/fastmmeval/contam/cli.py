@@ -159,7 +159,7 @@ def _sources(args: argparse.Namespace, specs: list[str], text_tok: Any, image_to
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from fastmmeval.contam.index import IndexSettings
+    from fastmmeval.contam.settings import IndexSettings
 
     return IndexSettings(
         n=args.n,

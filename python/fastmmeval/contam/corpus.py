@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
-from fastmmeval.contam.index import TokenBlock
+from fastmmeval.contam.settings import TokenBlock
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.tasks.sources import iter_jsonl
 

@@ -11,210 +11,35 @@ from __future__ import annotations
 
 import collections
 import fcntl
-import hashlib
 import itertools
 import os
 import queue
-import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from fastmmeval import _core
-from fastmmeval.contam.hashing import ngram_hashes_reference
+from fastmmeval.contam.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
 from fastmmeval.contam.segment import NgramIndexError, read_header
+from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock, check_block
 from fastmmeval.results import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
 FORMAT_VERSION = 1
 
 
-@dataclass(frozen=True)
-class TokenBlock:
-    """Whole documents of one modality: doc i is tokens[doc_offsets[i]:doc_offsets[i+1]] (last ends at len(tokens))."""
-
-    tokens: np.ndarray  # 1-D uint16 or uint32
-    doc_offsets: np.ndarray  # 1-D int64, ascending, first 0 (empty docs allowed)
-    seed: int  # TEXT_SEED or IMAGE_SEED
-    ids: Sequence[str]  # training id of each doc
-
-
-class ShardSource(Protocol):
-    """One shard of a training corpus, read lazily in bounded blocks; picklable."""
-
-    name: str
-
-    def blocks(self) -> Iterator[TokenBlock]:
-        """The shard's documents as bounded-size blocks."""
-        ...
-
-    def missing_images(self) -> int:
-        """Images referenced but unreadable, counted while blocks() ran."""
-        ...
-
-
-@dataclass(frozen=True)
-class IndexSettings:
-    """How an index counts: n-gram length, the frequency threshold, partitions, memory budget, dedup, threads."""
-
-    n: int = 8
-    threshold: int = 10  # an n-gram seen more than `threshold` times is "frequent"; counts saturate at threshold + 1
-    partition_bits: int = 8  # partitions by top hash bits
-    memory_bytes: int = 1 << 30  # map budget (--memory); peak RSS stays within it + 20%
-    dedup_docs: bool = False  # count documents containing an n-gram instead of occurrences
-    threads: int = 2
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.n <= 64:
-            raise NgramIndexError(f"IndexSettings.n must be in 1..64, got {self.n}")
-        if not 0 <= self.threshold <= 254:
-            raise NgramIndexError(f"IndexSettings.threshold must be in 0..254 (counts are uint8), got {self.threshold}")
-        if not 0 <= self.partition_bits <= 16:
-            raise NgramIndexError(f"IndexSettings.partition_bits must be in 0..16, got {self.partition_bits}")
-        if self.memory_bytes < 1 << 20:
-            raise NgramIndexError(f"IndexSettings.memory_bytes must be at least 1 MiB, got {self.memory_bytes}")
-        if self.threads < 1:
-            raise NgramIndexError(f"IndexSettings.threads must be at least 1, got {self.threads}")
-
-    @property
-    def cap(self) -> int:
-        """The saturated count: every count above the threshold is stored as threshold + 1."""
-        return self.threshold + 1
-
-    @property
-    def partitions(self) -> int:
-        """The number of partitions (and of segment files per generation at most)."""
-        return 1 << self.partition_bits
-
-
-def _check_block(block: TokenBlock, where: str) -> tuple[np.ndarray, np.ndarray]:
-    tokens = np.asarray(block.tokens)
-    if tokens.dtype not in (np.uint16, np.uint32) or tokens.ndim != 1:
-        raise NgramIndexError(f"{where}: tokens must be 1-D uint16 or uint32, not {tokens.dtype} {tokens.shape}")
-    offsets = np.ascontiguousarray(block.doc_offsets, dtype=np.int64)
-    if offsets.ndim != 1 or (len(offsets) and (offsets[0] != 0 or offsets[-1] > len(tokens))):
-        raise NgramIndexError(f"{where}: doc_offsets must start at 0 and end within the {len(tokens)} tokens")
-    if len(offsets) > 1 and bool((np.diff(offsets) < 0).any()):
-        raise NgramIndexError(f"{where}: doc_offsets must be non-decreasing")
-    if len(offsets) == 0 and len(tokens):
-        raise NgramIndexError(f"{where}: tokens without documents (doc_offsets is empty)")
-    if len(block.ids) != len(offsets):
-        raise NgramIndexError(f"{where}: {len(block.ids)} ids for {len(offsets)} documents")
-    return np.ascontiguousarray(tokens), offsets
-
-
 def _partition_of(hashes: np.ndarray, settings: IndexSettings) -> np.ndarray:
     if settings.partition_bits == 0:
         return np.zeros(len(hashes), np.int64)
     return (hashes >> np.uint64(64 - settings.partition_bits)).astype(np.int64)
-
-
-# ---------------------------------------------------------------- map and reduce (shared with the Ray engine)
-
-
-def segment_file(partition: int) -> str:
-    """The file name of a partition's segment inside a generation folder."""
-    return f"p{partition:05d}.seg"
-
-
-def _safe_name(name: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[-60:]
-    return f"{slug}-{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}"
-
-
-def map_shard(source: ShardSource, run_dir: Path, settings: IndexSettings, progress: bool = False) -> dict[str, Any]:
-    """Hash, partition, sort and count the n-grams of one source into sorted runs under run_dir/<source name>/,
-    spilling whenever `settings.memory_bytes` is reached; returns stats (tokens, docs, windows, missing_images,
-    runs)."""
-    return _map_sources([source], Path(run_dir) / _safe_name(source.name), settings, progress)
-
-
-def _map_sources(
-    sources: Sequence[ShardSource], out: Path, settings: IndexSettings, progress: bool
-) -> dict[str, Any]:
-    """map_shard over several sources sharing one set of partition buckets (fewer, larger runs)."""
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    mapper = _core.NgramMapper(
-        str(out / "m-"), settings.n, settings.threshold, settings.partition_bits, settings.dedup_docs,
-        settings.memory_bytes, settings.threads,
-    )
-    tokens = docs = missing = 0
-    # One block is mapped (GIL released) while the next is read: at most two blocks in memory.
-    with (
-        ThreadPoolExecutor(1) as pool,
-        tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar,
-    ):
-        pending = None
-        for source in sources:
-            for i, block in enumerate(source.blocks()):
-                tok, offs = _check_block(block, f"{source.name} block {i}")
-                if pending is not None:
-                    pending.result()
-                pending = pool.submit(mapper.add, tok, offs, int(block.seed))
-                tokens += len(tok)
-                docs += len(offs)
-                bar.update(len(tok))
-            missing += source.missing_images()
-        if pending is not None:
-            pending.result()
-        runs = pool.submit(mapper.finish).result()
-    return {"tokens": tokens, "docs": docs, "windows": mapper.windows, "missing_images": missing, "runs": runs}
-
-
-def runs_by_partition(run_dir: Path, settings: IndexSettings) -> list[list[Path]]:
-    """The run files under run_dir of each partition, in a stable order."""
-    by_part: list[list[Path]] = [[] for _ in range(settings.partitions)]
-    for path in sorted(Path(run_dir).glob("*/m*-p*-*.run")):
-        by_part[int(path.name.split("-p", 1)[1].split("-", 1)[0])].append(path)
-    return by_part
-
-
-def _merge(inputs: Sequence[Path], out_path: Path | None, settings: IndexSettings, partition: int) -> tuple[int, int]:
-    """Merge sorted count files of one partition (summing saturated counts) into out_path (None: count only);
-    returns (entries, frequent)."""
-    tmp = None if out_path is None else out_path.with_name(f".{out_path.name}.tmp")
-    try:
-        entries, frequent = _core.merge_segments(
-            [str(p) for p in inputs],
-            None if tmp is None else str(tmp),
-            settings.n,
-            settings.threshold,
-            settings.partition_bits,
-            partition,
-            settings.dedup_docs,
-        )
-    except (ValueError, RuntimeError) as e:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-        raise NgramIndexError(str(e)) from e
-    if tmp is not None:
-        os.replace(tmp, out_path)
-    return entries, frequent
-
-
-def reduce_partition(run_paths: Sequence[Path], out_path: Path, settings: IndexSettings) -> int:
-    """K-way merge the sorted runs of one partition into the immutable segment out_path (atomic rename);
-    consumes the runs and returns the number of entries."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    if len(run_paths) == 1:
-        # A run is already a segment of the same bytes: one input merges to itself.
-        os.replace(run_paths[0], out_path)
-        return read_header(out_path).entries
-    partition = read_header(run_paths[0]).partition if run_paths else 0
-    entries, _ = _merge(run_paths, out_path, settings, partition)
-    for p in run_paths:
-        Path(p).unlink(missing_ok=True)
-    return entries
 
 
 # ---------------------------------------------------------------- the index
@@ -349,7 +174,7 @@ class NgramIndex:
     def _add_local(
         self, sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, progress: bool
     ) -> dict[str, Any]:
-        stats = _map_sources(sources, run_dir / "local", self.settings, progress)
+        stats = map_sources(sources, run_dir / "local", self.settings, progress)
         seg_dir.mkdir(parents=True, exist_ok=True)
         by_part = runs_by_partition(run_dir, self.settings)
         jobs = [(runs, seg_dir / segment_file(p)) for p, runs in enumerate(by_part) if runs]
@@ -381,7 +206,7 @@ class NgramIndex:
                 for part, rel in gen["segments"].items():
                     by_part[int(part)].append(self.path / rel)
             with ThreadPoolExecutor(self.settings.threads) as pool:
-                list(pool.map(lambda p: _merge(by_part[p], seg_dir / segment_file(p), self.settings, p), by_part))
+                list(pool.map(lambda p: merge_runs(by_part[p], seg_dir / segment_file(p), self.settings, p), by_part))
             old_dirs = {(self.path / rel).parent for gen in gens for rel in gen["segments"].values()}
             manifest = dict(self._manifest)
             manifest["generations"] = [
@@ -423,7 +248,7 @@ class NgramIndex:
                 distinct += segs[0].entries
                 frequent += segs[0].frequent
             else:
-                e, f = _merge([Path(s.path) for s in segs], None, self.settings, p)
+                e, f = merge_runs([Path(s.path) for s in segs], None, self.settings, p)
                 distinct += e
                 frequent += f
         segs = [s for ss in self._segments.values() for s in ss]
@@ -489,7 +314,7 @@ def stream_counts(
         futures = []
         for source in sources:
             for i, block in enumerate(source.blocks()):
-                tok, offs = _check_block(block, f"{source.name} block {i}")
+                tok, offs = check_block(block, f"{source.name} block {i}")
                 stream = free.get()  # at most `threads` blocks in flight
                 for f in [f for f in futures if f.done()]:
                     f.result()  # raises a worker's error now rather than at the end
@@ -507,64 +332,3 @@ def stream_counts(
             ids_of[q].append(doc_id)
     counts = np.minimum(total, settings.cap).astype(np.uint8)
     return counts[inverse], [list(ids_of[q]) for q in inverse]
-
-
-# ---------------------------------------------------------------- references (pure Python / numpy)
-
-
-def reference_counts(sources: Sequence[ShardSource], settings: IndexSettings) -> collections.Counter:
-    """Pure-Python Counter of every n-gram hash in the sources (unsaturated; documents containing it with
-    dedup_docs), for tests."""
-    counts: collections.Counter = collections.Counter()
-    for source in sources:
-        for block in source.blocks():
-            tokens = np.asarray(block.tokens, dtype=np.uint32)
-            bounds = [int(o) for o in block.doc_offsets] + [len(tokens)]
-            for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
-                doc = ngram_hashes_reference(tokens[begin:end], [0], settings.n, int(block.seed)).tolist()
-                counts.update(set(doc) if settings.dedup_docs else doc)
-    return counts
-
-
-def count_hashes_reference(
-    hashes: np.ndarray, cap: int, doc_of: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique hashes and their counts saturated at cap (uint8), in numpy; with doc_of (the document of
-    each hash) a hash counts once per document. The numpy twin of one map spill."""
-    hashes = np.asarray(hashes, dtype=np.uint64)
-    if doc_of is not None:
-        pairs = np.unique(np.stack([hashes, np.asarray(doc_of, np.uint64)], axis=1), axis=0)
-        hashes = pairs[:, 0]
-    uniq, counts = np.unique(hashes, return_counts=True)
-    return uniq, np.minimum(counts, cap).astype(np.uint8)
-
-
-def merge_counts_reference(parts: Sequence[tuple[np.ndarray, np.ndarray]], cap: int) -> tuple[np.ndarray, np.ndarray]:
-    """The numpy twin of a k-way merge: sorted unique hashes with counts summed and saturated at cap."""
-    if not parts:
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint8)
-    hashes = np.concatenate([h for h, _ in parts]).astype(np.uint64)
-    counts = np.concatenate([c for _, c in parts]).astype(np.int64)
-    uniq, inverse = np.unique(hashes, return_inverse=True)
-    summed = np.bincount(inverse, weights=counts, minlength=len(uniq)).astype(np.int64)
-    return uniq, np.minimum(summed, cap).astype(np.uint8)
-
-
-def stream_block_reference(
-    queries: np.ndarray, block: TokenBlock, settings: IndexSettings
-) -> tuple[np.ndarray, list[set[int]]]:
-    """Occurrences (documents containing, with dedup) of each sorted query hash in one block, and the set of
-    documents containing each; the reference of one streaming step."""
-    tokens = np.asarray(block.tokens, dtype=np.uint32)
-    bounds = [int(o) for o in block.doc_offsets] + [len(tokens)]
-    counts = np.zeros(len(queries), np.int64)
-    docs: list[set[int]] = [set() for _ in range(len(queries))]
-    where = {int(h): i for i, h in enumerate(queries)}
-    for d, (begin, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        doc = ngram_hashes_reference(tokens[begin:end], [0], settings.n, int(block.seed)).tolist()
-        for h in set(doc) if settings.dedup_docs else doc:
-            if h in where:
-                counts[where[h]] += 1
-                docs[where[h]].add(d)
-    return counts, docs
-

@@ -16,7 +16,7 @@ import numpy as np
 from datasketch import MinHash, MinHashLSH
 
 from fastmmeval.contam.hashing import TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import TokenBlock
+from fastmmeval.contam.settings import TokenBlock
 
 SHINGLE = 2
 NUM_PERM = 128

@@ -25,8 +25,9 @@ import numpy as np
 from tqdm import tqdm
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import IndexSettings, ShardSource, TokenBlock, stream_counts
+from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.near_dup import NearDupFinder
+from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.protocol import ImagePart, TextPart
 from fastmmeval.tasks.task import Task
