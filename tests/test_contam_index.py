@@ -1,5 +1,5 @@
-"""The hashed n-gram index: counts against a Counter reference, streaming audits, spills, byte-identical
-segments, corruption and killed builds."""
+"""The hashed n-gram index: counts against a Counter reference, streaming audits, corruption and killed
+builds (building itself: test_contam_build.py)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from native_checks import releases_gil
 
 from fastmmeval import _core
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import NgramIndex, stream_counts
 from fastmmeval.contam.reference import (
-    count_hashes_reference,
-    merge_counts_reference,
     reference_counts,
     stream_block_reference,
 )
-from fastmmeval.contam.segment import NgramIndexError, read_segment_reference, segment_bytes_reference
+from fastmmeval.contam.segment import NgramIndexError
 from fastmmeval.contam.settings import IndexSettings, TokenBlock
 
 
@@ -229,85 +226,6 @@ def build(path: Path, sources: Sequence[ArraySource], settings: IndexSettings) -
     index = NgramIndex.create(path, settings, {})
     index.add(sources, progress=False)
     return segment_files(path)
-
-
-@pytest.mark.parametrize("dedup", [False, True])
-def test_segments_are_byte_identical_whatever_threads_shards_and_memory(tmp_path: Path, dedup: bool) -> None:
-    docs = random_docs(4, 3000, vocab=50, max_len=120, dtype=np.uint16)
-    docs[7] = np.random.default_rng(4).integers(0, 50, size=150_000, dtype=np.uint16)  # longer than a hand-off
-    base = IndexSettings(threshold=10, partition_bits=4, memory_bytes=64 << 20, threads=1, dedup_docs=dedup)
-    roomy = build(tmp_path / "roomy", [ArraySource("all", docs, block_docs=500)], base)
-    tiny = IndexSettings(threshold=10, partition_bits=4, memory_bytes=1 << 20, threads=2, dedup_docs=dedup)
-    spilled = build(tmp_path / "tiny", split(docs, 4, block_docs=37), tiny)
-    assert not list((tmp_path / "tiny").rglob("*.run"))  # runs are consumed by the reduce
-    assert roomy == spilled and len(roomy) == base.partitions
-
-    # The same bytes as the numpy reference: hash, count, and write each partition's segment in numpy.
-    lengths = [len(d) for d in docs]
-    hashes = ngram_hashes(np.concatenate(docs).astype(np.uint32), np.cumsum([0] + lengths[:-1]))
-    doc_of = np.repeat(np.arange(len(docs)), [max(n - 7, 0) for n in lengths]) if dedup else None
-    uniq, counts = count_hashes_reference(hashes, base.cap, doc_of)
-    part = (uniq >> np.uint64(60)).astype(int)
-    for p in range(base.partitions):
-        want = segment_bytes_reference(
-            uniq[part == p], counts[part == p], n=8, threshold=10, partition_bits=4, partition=p, dedup=dedup
-        )
-        assert roomy[f"p{p:05d}.seg"] == want
-
-
-@pytest.mark.parametrize("partition_bits", [0, 8])
-def test_large_partitions_with_repeats_of_every_length_match_the_numpy_segments(
-    tmp_path: Path, partition_bits: int
-) -> None:
-    # Partitions of thousands to hundreds of thousands of keys: the sort leaves keys out of place for the
-    # count step to move, and n-grams repeated 1 to 40 times (runs that straddle 8-key vectors and saturate)
-    # sit among distinct ones.
-    rng = np.random.default_rng(7)
-    docs = list(rng.integers(0, 60_000, size=(300, 1000), dtype=np.uint32))
-    phrases = rng.integers(0, 60_000, size=(400, 8), dtype=np.uint32)
-    docs += [phrases[i] for i in range(len(phrases)) for _ in range(1 + i % 40)]
-    docs += [np.full(9 + i, i, dtype=np.uint32) for i in range(3)]  # a few n-grams repeated within a document
-    settings = IndexSettings(threshold=10, partition_bits=partition_bits, memory_bytes=64 << 20, threads=2)
-    got = build(tmp_path / "ix", [ArraySource("all", docs, block_docs=97)], settings)
-
-    lengths = [len(d) for d in docs]
-    hashes = ngram_hashes(np.concatenate(docs), np.cumsum([0] + lengths[:-1]))
-    uniq, counts = count_hashes_reference(hashes, settings.cap)
-    assert (counts == settings.cap).sum() > 100 and (counts == 1).sum() > 100_000
-    part = (uniq >> np.uint64(64 - partition_bits)).astype(int) if partition_bits else np.zeros(len(uniq), int)
-    want = {
-        f"p{p:05d}.seg": segment_bytes_reference(
-            uniq[part == p], counts[part == p], n=8, threshold=10, partition_bits=partition_bits, partition=p,
-            dedup=False,
-        )
-        for p in np.unique(part)
-    }
-    assert got == want
-
-
-def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp_path: Path) -> None:
-    docs = random_docs(5, 2000, vocab=20, max_len=200)
-    settings = IndexSettings(threshold=10, partition_bits=2, memory_bytes=1 << 20, threads=2)
-    run_dir = tmp_path / "runs"
-    from fastmmeval.contam.build import map_shard, reduce_partition, runs_by_partition
-
-    stats = map_shard(ArraySource("s", docs, block_docs=100), run_dir, settings)
-    by_part = runs_by_partition(run_dir, settings)
-    assert all(len(runs) > 2 for runs in by_part)  # several spills per partition
-    for p, runs in enumerate(by_part):
-        parts = [read_segment_reference(r) for r in runs]
-        want_h, want_c = merge_counts_reference(parts, settings.cap)
-        reduce_partition(runs, tmp_path / f"p{p}.seg", settings)
-        got_h, got_c = read_segment_reference(tmp_path / f"p{p}.seg")
-        np.testing.assert_array_equal(got_h, want_h)
-        np.testing.assert_array_equal(got_c, want_c)
-    assert stats["windows"] == sum(max(len(d) - 7, 0) for d in docs)
-
-
-def test_map_releases_the_gil(tmp_path: Path) -> None:
-    tokens = np.random.default_rng(0).integers(0, 1000, size=2_000_000, dtype=np.uint32)
-    mapper = _core.NgramMapper(str(tmp_path / "m-"), 8, 10, 4, False, 64 << 20)
-    assert releases_gil(lambda: mapper.add(tokens, np.array([0]), 0))
 
 
 @pytest.mark.parametrize("where", [0, 100, -1000, -3])
