@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install -q -c constraints.txt
 NATIVE := $(wildcard cpp/*.cpp cpp/*/*.cpp cpp/*/*.hpp) CMakeLists.txt
+# An editable install leaves our modules uncompiled (pip compiles the ones it copies): compile them
+# once, or every run compiles them again where PYTHONDONTWRITEBYTECODE is set.
+COMPILE := $(PY) -m compileall -q python/fastmmeval
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -27,13 +30,12 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	# Java runs pycocoevalcap's PTBTokenizer and METEOR in the peer tests (they skip without it).
 	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends \
 		default-jre-headless) || echo "no Java: the PTBTokenizer/METEOR peer tests will be skipped"
+	$(COMPILE)
 	touch $@ $(VENV)/.native
 
 $(VENV)/.native: $(NATIVE) $(VENV)/.deps
 	$(PIP_INSTALL) --no-deps -e .
-	# An editable install leaves our modules uncompiled (pip compiles those it copies): compile them
-	# once, or every run compiles them again where PYTHONDONTWRITEBYTECODE is set.
-	$(PY) -m compileall -q python/fastmmeval
+	$(COMPILE)
 	touch $@
 
 demo: install
