@@ -17,20 +17,18 @@ from PIL import Image
 
 from fastmmeval.contam import corpus
 from fastmmeval.contam.corpus import (
-    CorpusError,
     RecordSource,
-    TokenShardSource,
     expand_paths,
     guess_format,
     iter_json_array,
     open_sources,
-    write_token_shard,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.reference import reference_counts
-from fastmmeval.contam.settings import IndexSettings
+from fastmmeval.contam.settings import CorpusError, IndexSettings
 from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
+from fastmmeval.contam.token_shards import TokenShardSource, write_token_shard
 
 
 class FixedImageTokenizer:

@@ -1,5 +1,6 @@
 """What an n-gram count reads and how it counts: token blocks of whole documents (`TokenBlock`) from
-shard sources (`ShardSource`), and the index settings (`IndexSettings`)."""
+shard sources (`ShardSource`, which raise `CorpusError` on malformed input), and the index settings
+(`IndexSettings`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from typing import Protocol
 import numpy as np
 
 from fastmmeval.contam.segment import NgramIndexError
+from fastmmeval.errors import FastmmevalError
+
+# Tokens a source reads per block (whole documents; a longer document is a block of its own).
+BLOCK_TOKENS = 1 << 22
+
+
+class CorpusError(FastmmevalError):
+    """A corpus shard is malformed: names the file and the record."""
 
 
 @dataclass(frozen=True)
@@ -85,3 +94,12 @@ def check_block(block: TokenBlock, where: str) -> tuple[np.ndarray, np.ndarray]:
     if len(block.ids) != len(offsets):
         raise NgramIndexError(f"{where}: {len(block.ids)} ids for {len(offsets)} documents")
     return np.ascontiguousarray(tokens), offsets
+
+
+def concat_docs(docs: Sequence[np.ndarray], ids: Sequence[str], seed: int) -> TokenBlock:
+    """Documents (token arrays) as one TokenBlock."""
+    lengths = np.fromiter((len(d) for d in docs), np.int64, count=len(docs))
+    offsets = np.zeros(len(docs), np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    tokens = np.concatenate(docs).astype(np.uint32, copy=False) if docs else np.zeros(0, np.uint32)
+    return TokenBlock(tokens, offsets, seed, list(ids))

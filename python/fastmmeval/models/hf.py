@@ -45,8 +45,9 @@ class HFArgs:
     gguf_file: a GGUF file inside `pretrained` (text-only models).
     device: where the model runs: cpu, cuda, cuda:N.
     prune: skip work whose result is never read (vision layers after the one the model reads, the
-        final decoder layer's MLP off the last position in prefills), each cut checked at load to
-        leave outputs unchanged (`engine.pruning`); false runs the checkpoint's forward as is.
+        final decoder layer's query projection, MLP and output projection off the last position in
+        prefills), each cut checked at load to leave outputs unchanged (`engine.pruning`); false
+        runs the checkpoint's forward as is.
     onednn: on CPU, run the linear layers through oneDNN's inner product instead of MKL's GEMM
         (`engine.cpu_linear`; faster, equal up to float rounding, each layer checked at load).
     """
