@@ -9,6 +9,7 @@
 #include "kcenter/kcenter.hpp"
 #include "ngram/hashes.hpp"
 #include "ngram/mapper.hpp"
+#include "ngram/merge.hpp"
 #include "ngram/segment.hpp"
 #include "ngram/stream.hpp"
 #include "ngram/windows.hpp"

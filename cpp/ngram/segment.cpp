@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -19,12 +20,11 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'M', 'M', 'N', 'G', 'S', 'E', 'G'};
 
-size_t padded(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
-
 constexpr size_t kPage = 4096;                // writes are whole, aligned pages (the file is truncated after)
 constexpr size_t kStage = size_t{1} << 20;     // bytes per write() call
-constexpr size_t kStageCapacity = kStage + 16 * kPage;  // a stage plus one block (36 KiB) and a page
-constexpr size_t kLinearMerge = 8;  // merges of up to this many inputs find the minimum by a scan
+constexpr size_t kStageCapacity = kStage + 2 * kPage;  // a stage, a block and a page
+static_assert(kMaxBlockBytes <= kPage, "a block fits in a page");
+constexpr size_t kReadBuffer = size_t{32} << 10;  // bytes a sequential reader reads at a time
 
 [[noreturn]] void io_error(const std::string& path, const char* what) {
   throw std::runtime_error(path + ": cannot " + what + " (" + std::strerror(errno) + ")");
@@ -34,14 +34,19 @@ constexpr size_t kLinearMerge = 8;  // merges of up to this many inputs find the
   throw std::invalid_argument(path + ": " + why);
 }
 
-// The stored checksum: XXH3-64 of the header without its checksum field, followed by the payload digest.
+// The stored checksum: XXH3-64 of the header up to its checksum field, followed by the payload digest.
 uint64_t combine(const SegmentHeader& h, uint64_t payload_digest) {
-  char buf[64];
-  std::memcpy(buf, &h, 48);
-  std::memcpy(buf + 48, reinterpret_cast<const char*>(&h) + 56, 8);
-  std::memcpy(buf + 56, &payload_digest, 8);
+  constexpr size_t kCovered = offsetof(SegmentHeader, checksum);
+  char buf[kCovered + 8];
+  std::memcpy(buf, &h, kCovered);
+  std::memcpy(buf + kCovered, &payload_digest, 8);
   return XXH3_64bits(buf, sizeof buf);
 }
+
+uint64_t blocks_of(uint64_t entries) { return (entries + kBlockEntries - 1) / kBlockEntries; }
+
+// Bytes of the sparse index: each block's first hash, then each block's offset in the payload.
+uint64_t index_bytes(uint64_t entries) { return 16 * blocks_of(entries); }
 
 void read_exact(int fd, void* data, size_t size, const std::string& path) {
   char* p = static_cast<char*>(data);
@@ -56,11 +61,6 @@ void read_exact(int fd, void* data, size_t size, const std::string& path) {
 }
 
 }  // namespace
-
-uint64_t payload_bytes(uint64_t entries) {
-  const uint64_t full = entries / kBlockEntries, rest = entries % kBlockEntries;
-  return full * padded(9 * kBlockEntries) + padded(9 * rest) + 8 * (full + (rest > 0));
-}
 
 SegmentHeader read_segment_header(const std::string& path, int fd, const SegmentKind* kind) {
   SegmentHeader h;
@@ -78,9 +78,13 @@ SegmentHeader read_segment_header(const std::string& path, int fd, const Segment
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) io_error(path, "stat segment");
-  if (static_cast<uint64_t>(st.st_size) != sizeof h + payload_bytes(h.entries)) {
+  if (static_cast<uint64_t>(st.st_size) != sizeof h + h.payload_bytes) {
     corrupt(path, "segment is " + std::to_string(st.st_size) + " bytes but its header says " +
-                      std::to_string(h.entries) + " entries (truncated or corrupt)");
+                      std::to_string(sizeof h + h.payload_bytes) + " (truncated or corrupt)");
+  }
+  if (h.payload_bytes < index_bytes(h.entries) + kBlockHead * blocks_of(h.entries)) {
+    corrupt(path, "segment header is corrupt (" + std::to_string(h.entries) + " entries in " +
+                      std::to_string(h.payload_bytes) + " bytes)");
   }
   return h;
 }
@@ -134,11 +138,8 @@ void SegmentWriter::staged(size_t bytes) {
 
 void SegmentWriter::put_block(const uint64_t* hashes, const uint8_t* counts, size_t n) {
   firsts_.push_back(hashes[0]);
-  const size_t bytes = padded(9 * n);
-  char* dst = stage_.get() + staged_;
-  std::memcpy(dst, hashes, 8 * n);
-  std::memcpy(dst + 8 * n, counts, n);
-  std::memset(dst + 9 * n, 0, bytes - 9 * n);
+  offsets_.push_back(written_ + staged_ - sizeof(SegmentHeader));
+  const size_t bytes = encode_block(hashes, counts, n, stage_.get() + staged_);
   entries_ += n;
   staged(bytes);
 }
@@ -170,14 +171,17 @@ void SegmentWriter::add(const uint64_t* hashes, const uint8_t* counts, size_t n)
 
 uint64_t SegmentWriter::finish() {
   flush_block();
-  const char* index = reinterpret_cast<const char*>(firsts_.data());
-  for (size_t left = 8 * firsts_.size(); left > 0;) {
-    const size_t take = std::min(left, kStageCapacity - kPage - staged_);
-    std::memcpy(stage_.get() + staged_, index, take);
-    index += take;
-    left -= take;
-    staged(take);
+  for (const std::vector<uint64_t>* part : {&firsts_, &offsets_}) {
+    const char* index = reinterpret_cast<const char*>(part->data());
+    for (size_t left = 8 * part->size(); left > 0;) {
+      const size_t take = std::min(left, kStageCapacity - kPage - staged_);
+      std::memcpy(stage_.get() + staged_, index, take);
+      index += take;
+      left -= take;
+      staged(take);
+    }
   }
+  const uint64_t size = written_ + staged_;
   SegmentHeader h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = kSegmentVersion;
@@ -188,9 +192,9 @@ uint64_t SegmentWriter::finish() {
   h.block_entries = kBlockEntries;
   h.entries = entries_;
   h.frequent = frequent_;
+  h.payload_bytes = size - sizeof h;
   h.flags = kind_.dedup ? kFlagDedup : 0;
   h.checksum = combine(h, XXH3_64bits_digest(&state_));
-  const uint64_t size = written_ + staged_;
   if (written_ == 0) {
     std::memcpy(stage_.get(), &h, sizeof h);
   } else {
@@ -218,8 +222,10 @@ SegmentReader::SegmentReader(std::string path, const SegmentKind& kind) : path_(
   header_ = read_segment_header(path_, fd_, &kind);
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   XXH3_64bits_reset(&state_);
+  buffer_.resize(kReadBuffer);
+  left_ = header_.payload_bytes;
   hashes_.resize(kBlockEntries);
-  counts_.resize(padded(kBlockEntries));
+  counts_.resize(kBlockEntries);
   next_block();
 }
 
@@ -227,32 +233,49 @@ SegmentReader::~SegmentReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void SegmentReader::read(void* data, size_t size) {
-  read_exact(fd_, data, size, path_);
-  XXH3_64bits_update(&state_, data, size);
+const char* SegmentReader::ensure(size_t n) {
+  if (end_ - pos_ < n) {
+    std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+    const size_t more = static_cast<size_t>(std::min<uint64_t>(buffer_.size() - end_, left_));
+    read_exact(fd_, buffer_.data() + end_, more, path_);
+    XXH3_64bits_update(&state_, buffer_.data() + end_, more);
+    end_ += more;
+    left_ -= more;
+    if (end_ < n) corrupt(path_, "segment is truncated");
+  }
+  return buffer_.data() + pos_;
 }
 
 void SegmentReader::next_block() {
+  const uint64_t blocks_end = header_.payload_bytes - index_bytes(header_.entries);
   if (read_ == header_.entries) {
     if (fill_ == 0 && read_ > 0) return;  // already exhausted and checked
     fill_ = 0;
-    const uint64_t blocks = (header_.entries + kBlockEntries - 1) / kBlockEntries;
-    std::vector<uint64_t> firsts(blocks);
-    read(firsts.data(), 8 * blocks);
+    if (offset_ != blocks_end) corrupt(path_, "segment blocks do not end where its index starts");
+    for (uint64_t index = index_bytes(header_.entries); index > 0;) {  // read only for the checksum
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(index, buffer_.size()));
+      ensure(take);
+      pos_ += take;
+      index -= take;
+    }
     if (combine(header_, XXH3_64bits_digest(&state_)) != header_.checksum) {
       corrupt(path_, "segment checksum mismatch (the file is corrupt)");
     }
     return;
   }
   const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlockEntries, header_.entries - read_));
-  read(hashes_.data(), 8 * m);
-  read(counts_.data(), padded(9 * m) - 8 * m);
-  for (size_t i = 1; i < m; ++i) {
-    if (hashes_[i] <= hashes_[i - 1]) corrupt(path_, "segment hashes are not strictly increasing");
+  const char* head = ensure(kBlockHead);
+  const size_t bytes = block_bytes(m, static_cast<uint8_t>(head[8]), static_cast<uint8_t>(head[9]));
+  if (bytes == 0 || offset_ + bytes > blocks_end) corrupt(path_, "segment block header is corrupt");
+  if (!decode_block(ensure(bytes), m, hashes_.data(), counts_.data()) || (read_ > 0 && hashes_[0] <= last_)) {
+    corrupt(path_, "segment hashes are not strictly increasing");
   }
-  if (read_ > 0 && m > 0 && hashes_[0] <= last_) corrupt(path_, "segment hashes are not strictly increasing");
+  pos_ += bytes;
   last_ = hashes_[m - 1];
   read_ += m;
+  offset_ += bytes;
   fill_ = m;
 }
 
@@ -263,7 +286,7 @@ Segment::Segment(std::string path, bool verify) : path_(std::move(path)) {
   if (fd < 0) io_error(path_, "open segment");
   try {
     header_ = read_segment_header(path_, fd, nullptr);
-    size_ = sizeof header_ + payload_bytes(header_.entries);
+    size_ = sizeof header_ + header_.payload_bytes;
     if (verify) {
       XXH3_state_t state;
       XXH3_64bits_reset(&state);
@@ -281,6 +304,9 @@ Segment::Segment(std::string path, bool verify) : path_(std::move(path)) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) io_error(path_, "map segment");
     base_ = static_cast<const char*>(p);
+    blocks_ = blocks_of(header_.entries);
+    firsts_ = reinterpret_cast<const uint64_t*>(base_ + size_ - index_bytes(header_.entries));
+    offsets_ = firsts_ + blocks_;
   } catch (...) {
     ::close(fd);
     throw;
@@ -292,121 +318,41 @@ Segment::~Segment() {
   if (base_ != nullptr) ::munmap(const_cast<char*>(base_), size_);
 }
 
+size_t Segment::decode(uint64_t b, uint64_t* hashes, uint8_t* counts) const {
+  const uint64_t blocks_end = header_.payload_bytes - index_bytes(header_.entries), at = offsets_[b];
+  const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlockEntries, header_.entries - b * kBlockEntries));
+  const char* block = base_ + sizeof header_ + at;
+  if (at > blocks_end - kBlockHead) corrupt(path_, "segment index is corrupt");
+  const size_t bytes = block_bytes(m, static_cast<uint8_t>(block[8]), static_cast<uint8_t>(block[9]));
+  if (bytes == 0 || bytes > blocks_end - at || !decode_block(block, m, hashes, counts) || hashes[0] != firsts_[b]) {
+    corrupt(path_, "segment block " + std::to_string(b) + " is corrupt");
+  }
+  return m;
+}
+
 void Segment::lookup(const uint64_t* queries, size_t n, uint8_t* out, uint8_t cap) const {
-  const uint64_t entries = header_.entries;
-  if (entries == 0) return;
-  const uint64_t blocks = (entries + kBlockEntries - 1) / kBlockEntries;
-  const char* payload = base_ + sizeof header_;
-  const auto* firsts = reinterpret_cast<const uint64_t*>(payload + payload_bytes(entries) - 8 * blocks);
-  const size_t block_bytes = padded(9 * kBlockEntries);
-  const uint64_t* from = firsts;
+  if (blocks_ == 0) return;
+  uint64_t hashes[kBlockEntries];
+  uint8_t counts[kBlockEntries];
+  uint64_t decoded = blocks_;  // the block in hashes and counts (none yet)
+  size_t m = 0;
+  const uint64_t* from = firsts_;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t q = queries[i];
-    from = std::upper_bound(from, firsts + blocks, q);
-    if (from == firsts) continue;  // below the first hash
-    const uint64_t b = static_cast<uint64_t>(from - firsts) - 1;
-    from = firsts + b;
-    const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlockEntries, entries - b * kBlockEntries));
-    const char* block = payload + b * block_bytes;
-    const auto* hashes = reinterpret_cast<const uint64_t*>(block);
+    from = std::upper_bound(from, firsts_ + blocks_, q);
+    if (from == firsts_) continue;  // below the first hash
+    const uint64_t b = static_cast<uint64_t>(from - firsts_) - 1;
+    from = firsts_ + b;
+    if (b != decoded) {
+      m = decode(b, hashes, counts);
+      decoded = b;
+    }
     const uint64_t* hit = std::lower_bound(hashes, hashes + m, q);
     if (hit != hashes + m && *hit == q) {
-      const unsigned sum = out[i] + static_cast<uint8_t>(block[8 * m + (hit - hashes)]);
+      const unsigned sum = out[i] + counts[hit - hashes];
       out[i] = static_cast<uint8_t>(std::min<unsigned>(sum, cap));
     }
   }
-}
-
-// ---------------------------------------------------------------- merge
-
-std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inputs, const std::string& out_path,
-                                             const SegmentKind& kind) {
-  std::vector<std::unique_ptr<SegmentReader>> readers;
-  readers.reserve(inputs.size());
-  for (const std::string& path : inputs) readers.push_back(std::make_unique<SegmentReader>(path, kind));
-  std::unique_ptr<SegmentWriter> writer;
-  if (!out_path.empty()) writer = std::make_unique<SegmentWriter>(out_path, kind);
-  const unsigned cap = kind.threshold + 1;
-  uint64_t entries = 0, frequent = 0;
-  auto emit = [&](uint64_t hash, unsigned count) {
-    const auto c = static_cast<uint8_t>(std::min(count, cap));
-    ++entries;
-    frequent += c > kind.threshold;
-    if (writer) writer->add(hash, c);
-  };
-  // Each input's position in its current block.
-  struct Cursor {
-    SegmentReader* in;
-    const uint64_t* hash;
-    const uint8_t* count;
-    size_t pos, size;
-    bool step() {  // false once the input is exhausted
-      if (++pos < size) return true;
-      in->next_block();
-      hash = in->hashes();
-      count = in->counts();
-      pos = 0;
-      size = in->size();
-      return size > 0;
-    }
-  };
-  std::vector<Cursor> cur;
-  for (auto& r : readers) {
-    if (r->size() > 0) cur.push_back({r.get(), r->hashes(), r->counts(), 0, r->size()});
-  }
-  if (cur.size() <= kLinearMerge) {
-    // Few inputs: the minimum by a linear scan; an exhausted input is swapped out.
-    while (!cur.empty()) {
-      uint64_t hash = cur[0].hash[cur[0].pos];
-      for (size_t j = 1; j < cur.size(); ++j) hash = std::min(hash, cur[j].hash[cur[j].pos]);
-      unsigned count = 0;
-      for (size_t j = 0; j < cur.size();) {
-        Cursor& c = cur[j];
-        if (c.hash[c.pos] != hash) {
-          ++j;
-        } else {
-          count += c.count[c.pos];
-          if (c.step()) {
-            ++j;
-          } else {
-            c = cur.back();
-            cur.pop_back();
-          }
-        }
-      }
-      emit(hash, count);
-    }
-  } else {
-    // Many inputs: a binary min-heap of cursors by current hash, replacing the top in place.
-    auto key = [&cur](size_t i) { return cur[i].hash[cur[i].pos]; };
-    auto sift_down = [&](size_t i) {
-      const Cursor item = cur[i];
-      const uint64_t k = item.hash[item.pos];
-      const size_t n = cur.size();
-      for (size_t c; (c = 2 * i + 1) < n; i = c) {
-        if (c + 1 < n && key(c + 1) < key(c)) ++c;
-        if (key(c) >= k) break;
-        cur[i] = cur[c];
-      }
-      cur[i] = item;
-    };
-    for (size_t i = cur.size() / 2; i-- > 0;) sift_down(i);
-    while (!cur.empty()) {
-      const uint64_t hash = key(0);
-      unsigned count = 0;
-      while (!cur.empty() && key(0) == hash) {
-        count += cur[0].count[cur[0].pos];
-        if (!cur[0].step()) {
-          cur[0] = cur.back();
-          cur.pop_back();
-        }
-        if (!cur.empty()) sift_down(0);
-      }
-      emit(hash, count);
-    }
-  }
-  if (writer) writer->finish();
-  return {entries, frequent};
 }
 
 }  // namespace fastmmeval::ngram

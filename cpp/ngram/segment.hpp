@@ -1,5 +1,6 @@
-// Segment files of an n-gram index: sorted unique hashes with saturated uint8 counts, in blocks, with a
-// sparse block index and a checksum. The layout is documented in python/fastmmeval/contam/segment.py.
+// Segment files of an n-gram index: sorted unique hashes with saturated uint8 counts, in bit-packed blocks
+// (blocks.hpp), with a sparse block index and a checksum. The layout is documented in
+// python/fastmmeval/contam/segment.py.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,31 +9,28 @@
 #include <vector>
 
 #define XXH_INLINE_ALL
+#include "ngram/blocks.hpp"
 #include "xxhash.h"
 
 namespace fastmmeval::ngram {
 
-constexpr uint32_t kSegmentVersion = 1;
-constexpr uint32_t kBlockEntries = 4096;
+constexpr uint32_t kSegmentVersion = 2;
 constexpr uint64_t kFlagDedup = 1;
 
 #pragma pack(push, 1)
 struct SegmentHeader {
   char magic[8];
   uint32_t version, n, threshold, partition_bits, partition, block_entries;
-  uint64_t entries, frequent, checksum, flags;
+  uint64_t entries, frequent, payload_bytes, flags, checksum;
 };
 #pragma pack(pop)
-static_assert(sizeof(SegmentHeader) == 64, "segment header is 64 bytes");
+static_assert(sizeof(SegmentHeader) == 72, "segment header is 72 bytes");
 
 // What every segment of one index partition shares.
 struct SegmentKind {
   uint32_t n, threshold, partition_bits, partition;
   bool dedup;
 };
-
-// Byte size of the payload (blocks, then the sparse index) of a segment with `entries` entries.
-uint64_t payload_bytes(uint64_t entries);
 
 // Writes one segment to `path`: entries in strictly increasing hash order, then finish(). A writer
 // destroyed before finish() removes its file.
@@ -53,7 +51,7 @@ class SegmentWriter {
 
  private:
   void flush_block();
-  void put_block(const uint64_t* hashes, const uint8_t* counts, size_t n);  // stages one block of n entries
+  void put_block(const uint64_t* hashes, const uint8_t* counts, size_t n);  // encodes one block of n entries
   void staged(size_t bytes);  // digests the last `bytes` put on the stage; writes a full stage out
   void write_at(const char* data, size_t size, uint64_t offset);
   std::string path_;
@@ -64,7 +62,7 @@ class SegmentWriter {
   uint8_t counts_[kBlockEntries];
   size_t fill_ = 0;
   uint64_t entries_ = 0, frequent_ = 0;
-  std::vector<uint64_t> firsts_;
+  std::vector<uint64_t> firsts_, offsets_;  // the sparse index: each block's first hash and payload offset
   std::unique_ptr<char, void (*)(void*)> stage_;  // page-aligned bytes waiting to be written
   std::unique_ptr<char, void (*)(void*)> head_;   // the file's first page, to put the header in last
   size_t staged_ = 0;
@@ -87,15 +85,18 @@ class SegmentReader {
   void next_block();
 
  private:
-  void read(void* data, size_t size);
+  const char* ensure(size_t n);  // the next n bytes of the file, read ahead (and digested) as needed
   std::string path_;
   int fd_ = -1;
   SegmentHeader header_;
   XXH3_state_t state_;
+  std::vector<char> buffer_;
+  size_t pos_ = 0, end_ = 0;  // buffer_[pos_, end_) is read but not yet used
+  uint64_t left_ = 0;         // payload bytes not yet read
   std::vector<uint64_t> hashes_;
   std::vector<uint8_t> counts_;
   size_t fill_ = 0;
-  uint64_t read_ = 0;
+  uint64_t read_ = 0, offset_ = 0;  // entries and block bytes used
   uint64_t last_ = 0;  // the previous block's last hash
 };
 
@@ -113,19 +114,19 @@ class Segment {
   void lookup(const uint64_t* queries, size_t n, uint8_t* out, uint8_t cap) const;
 
  private:
+  // Decodes block b into hashes and counts, returning its entries; an error naming the file if it is corrupt.
+  size_t decode(uint64_t b, uint64_t* hashes, uint8_t* counts) const;
   std::string path_;
   SegmentHeader header_;
   const char* base_ = nullptr;
   size_t size_ = 0;
+  uint64_t blocks_ = 0;
+  const uint64_t* firsts_ = nullptr;   // the sparse index
+  const uint64_t* offsets_ = nullptr;
 };
 
 // Header of the segment at path, after checking magic, version and (when kind is given) that it belongs
 // to that partition of that index.
 SegmentHeader read_segment_header(const std::string& path, int fd, const SegmentKind* kind);
-
-// Merges sorted segments (or runs) of one partition, summing counts saturated at threshold + 1, into a
-// new segment at out_path (or only counts them when out_path is empty). Returns {entries, frequent}.
-std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inputs, const std::string& out_path,
-                                             const SegmentKind& kind);
 
 }  // namespace fastmmeval::ngram
