@@ -33,7 +33,7 @@ from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock, c
 from fastmmeval.results import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: bit-packed segments (segment format 2)
 
 
 def _partition_of(hashes: np.ndarray, settings: IndexSettings) -> np.ndarray:
