@@ -103,17 +103,16 @@ def merge_runs(
     return entries, frequent
 
 
-def reduce_partition(run_paths: Sequence[Path], out_path: Path, settings: IndexSettings) -> int:
+def reduce_partition(run_paths: Sequence[Path], out_path: Path, settings: IndexSettings) -> None:
     """K-way merge the sorted runs of one partition into the immutable segment out_path (atomic rename);
-    consumes the runs and returns the number of entries."""
+    consumes the runs."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     if len(run_paths) == 1:
         # A run is already a segment of the same bytes: one input merges to itself.
         os.replace(run_paths[0], out_path)
-        return read_header(out_path).entries
+        return
     partition = read_header(run_paths[0]).partition if run_paths else 0
-    entries, _ = merge_runs(run_paths, out_path, settings, partition)
+    merge_runs(run_paths, out_path, settings, partition)
     for p in run_paths:
         Path(p).unlink(missing_ok=True)
-    return entries

@@ -59,12 +59,12 @@ def _load_manifest(path: Path) -> dict[str, Any]:
 class NgramIndex:
     """An on-disk n-gram count index: create or open, add shards, compact, look up counts."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], segments: dict[int, list[Any]]) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], segments: dict[int, list[Any]] | None) -> None:
         self.path = path
         self._manifest = manifest
         self.settings = IndexSettings(**manifest["settings"])
         self.meta: dict[str, Any] = manifest["meta"]
-        self._segments = segments
+        self._segments = segments  # None: not mapped yet (see _mapped)
 
     @classmethod
     def create(cls, path: Path | str, settings: IndexSettings, meta: dict[str, Any]) -> NgramIndex:
@@ -99,12 +99,7 @@ class NgramIndex:
         unknown = sorted(set(manifest["settings"]) - known)
         if unknown:
             raise NgramIndexError(f"{path / 'manifest.json'}: unknown settings {unknown}")
-        settings = IndexSettings(**manifest["settings"])
-        segments: dict[int, list[Any]] = collections.defaultdict(list)
-        for gen in manifest["generations"]:
-            for part, rel in gen["segments"].items():
-                segments[int(part)].append(_open_segment(path / rel, settings, int(part), verify))
-        return cls(path, manifest, dict(segments))
+        return cls(path, manifest, _open_segments(path, manifest, verify))
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -126,11 +121,15 @@ class NgramIndex:
     def _publish(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.path / "manifest.json", manifest)
         self._manifest = manifest
-        segments: dict[int, list[Any]] = collections.defaultdict(list)
-        for gen in manifest["generations"]:
-            for part, rel in gen["segments"].items():
-                segments[int(part)].append(_open_segment(self.path / rel, self.settings, int(part), verify=False))
-        self._segments = dict(segments)
+        self._segments = None
+
+    @property
+    def _mapped(self) -> dict[int, list[Any]]:
+        """Every partition's segments, mapped on first use after an add or compact: publishing does not wait
+        to map them while the build's memory is still being unmapped (both need the memory-map lock)."""
+        if self._segments is None:
+            self._segments = _open_segments(self.path, self._manifest, verify=False)
+        return self._segments
 
     def add(self, sources: Sequence[ShardSource], engine: str = "local", progress: bool = True) -> dict[str, Any]:
         """Append the sources as one new generation of segments, published atomically; returns stats
@@ -233,7 +232,7 @@ class NgramIndex:
         ends = np.searchsorted(parts, present, side="right")
         got = np.zeros(len(hashes), np.uint8)
         for p, lo, hi in zip(present.tolist(), starts.tolist(), ends.tolist(), strict=True):
-            for seg in self._segments.get(p, ()):
+            for seg in self._mapped.get(p, ()):
                 seg.lookup(sorted_q[lo:hi], got[lo:hi], self.settings.cap)
         result = np.empty_like(got)
         result[order] = got
@@ -243,7 +242,7 @@ class NgramIndex:
         """Totals (tokens, docs, windows, missing images), distinct and frequent n-grams, segments, bytes,
         settings and meta."""
         distinct = frequent = 0
-        for p, segs in self._segments.items():
+        for p, segs in self._mapped.items():
             if len(segs) == 1:
                 distinct += segs[0].entries
                 frequent += segs[0].frequent
@@ -251,7 +250,7 @@ class NgramIndex:
                 e, f = merge_runs([Path(s.path) for s in segs], None, self.settings, p)
                 distinct += e
                 frequent += f
-        segs = [s for ss in self._segments.values() for s in ss]
+        segs = [s for ss in self._mapped.values() for s in ss]
         return {
             **self._manifest["totals"],
             "distinct_ngrams": distinct,
@@ -262,6 +261,16 @@ class NgramIndex:
             "settings": asdict(self.settings),
             "meta": self.meta,
         }
+
+
+def _open_segments(path: Path, manifest: dict[str, Any], verify: bool) -> dict[int, list[Any]]:
+    """The segments of the index at path, by partition, each header checked (and with verify its checksum)."""
+    settings = IndexSettings(**manifest["settings"])
+    segments: dict[int, list[Any]] = collections.defaultdict(list)
+    for gen in manifest["generations"]:
+        for part, rel in gen["segments"].items():
+            segments[int(part)].append(_open_segment(path / rel, settings, int(part), verify))
+    return dict(segments)
 
 
 def _open_segment(path: Path, settings: IndexSettings, partition: int, verify: bool) -> Any:
