@@ -23,52 +23,49 @@ uint64_t load_u64(const char* p) {
 
 void store_u64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
-// 64 fields of W bits into W words, least significant bit first. Unrolled with every shift a constant, so no
+// 64 fields of W bits in W words, least significant bit first. Unrolled with every shift a constant, so no
 // field waits for the one before it (a running bit position would chain them all).
 template <unsigned W>
-void pack_group(const uint64_t* fields, uint64_t* words) {
-  if constexpr (W > 0) {
-    uint64_t out[W] = {};
+struct Group {
+  static void pack(const uint64_t* fields, uint64_t* words) {
+    if constexpr (W > 0) {
+      uint64_t out[W] = {};
 #pragma GCC unroll 64
-    for (unsigned i = 0; i < kGroup; ++i) {
-      const unsigned bit = i * W, k = bit / 64, shift = bit % 64;
-      out[k] |= fields[i] << shift;
-      if (shift + W > 64) out[k + 1] |= fields[i] >> (64 - shift);
+      for (unsigned i = 0; i < kGroup; ++i) {
+        const unsigned bit = i * W, k = bit / 64, shift = bit % 64;
+        out[k] |= fields[i] << shift;
+        if (shift + W > 64) out[k + 1] |= fields[i] >> (64 - shift);
+      }
+      std::memcpy(words, out, sizeof out);
     }
-    std::memcpy(words, out, sizeof out);
   }
-}
 
-template <unsigned W>
-void unpack_group(const uint64_t* words, uint64_t* fields) {
-  if constexpr (W == 0) {
-    std::memset(fields, 0, kGroup * sizeof(uint64_t));
-  } else {
-    constexpr uint64_t mask = (uint64_t{1} << W) - 1;
+  static void unpack(const uint64_t* words, uint64_t* fields) {
+    if constexpr (W == 0) {
+      std::memset(fields, 0, kGroup * sizeof(uint64_t));
+    } else {
+      constexpr uint64_t mask = (uint64_t{1} << W) - 1;
 #pragma GCC unroll 64
-    for (unsigned i = 0; i < kGroup; ++i) {
-      const unsigned bit = i * W, k = bit / 64, shift = bit % 64;
-      uint64_t v = words[k] >> shift;
-      if (shift + W > 64) v |= words[k + 1] << (64 - shift);
-      fields[i] = v & mask;
+      for (unsigned i = 0; i < kGroup; ++i) {
+        const unsigned bit = i * W, k = bit / 64, shift = bit % 64;
+        uint64_t v = words[k] >> shift;
+        if (shift + W > 64) v |= words[k + 1] << (64 - shift);
+        fields[i] = v & mask;
+      }
     }
   }
-}
+};
 
 using GroupFn = void (*)(const uint64_t*, uint64_t*);
 
-template <size_t... W>
-constexpr std::array<GroupFn, sizeof...(W)> pack_table(std::index_sequence<W...>) {
-  return {&pack_group<W>...};
+// Group<W>::pack (or unpack) for every width W the format packs, indexed by W.
+template <bool Packing, size_t... W>
+constexpr std::array<GroupFn, sizeof...(W)> group_table(std::index_sequence<W...>) {
+  return {(Packing ? &Group<W>::pack : &Group<W>::unpack)...};
 }
 
-template <size_t... W>
-constexpr std::array<GroupFn, sizeof...(W)> unpack_table(std::index_sequence<W...>) {
-  return {&unpack_group<W>...};
-}
-
-constexpr auto kPack = pack_table(std::make_index_sequence<kMaxPackedBits + 1>());
-constexpr auto kUnpack = unpack_table(std::make_index_sequence<kMaxPackedBits + 1>());
+constexpr auto kPack = group_table<true>(std::make_index_sequence<kMaxPackedBits + 1>());
+constexpr auto kUnpack = group_table<false>(std::make_index_sequence<kMaxPackedBits + 1>());
 
 // Bytes of m packed fields of w bits: whole words.
 size_t packed_bytes(size_t m, unsigned w) { return (m * w + 63) / 64 * 8; }
