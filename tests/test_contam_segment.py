@@ -1,23 +1,28 @@
 """The segment file format (`contam/segment.py`, `cpp/ngram/blocks.cpp`): the native reader and writer against
 the numpy reference on the blocks' edge cases (gaps of zero, gaps too wide to pack, the largest counts and
-hashes, short last blocks), and lookups that name the file when a block is corrupt."""
+hashes, short last blocks), lookups that name the file when a block is corrupt, and format-1 files refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_contam_index import ArraySource, random_docs
 
 from fastmmeval import _core
+from fastmmeval.contam.index import NgramIndex
 from fastmmeval.contam.segment import (
     BLOCK_ENTRIES,
     HEADER,
     MAX_PACKED_BITS,
+    NgramIndexError,
     read_header,
     read_segment_reference,
     segment_bytes_reference,
 )
+from fastmmeval.contam.settings import IndexSettings
 
 THRESHOLD = 254  # counts up to 255: count fields of 8 bits
 
@@ -97,3 +102,20 @@ def test_a_corrupt_block_head_is_an_error_naming_the_file_even_unverified(tmp_pa
         segment.lookup(hashes[:1], np.zeros(1, np.uint8), 255)
     with pytest.raises(ValueError, match=r"bad\.seg: segment block header is corrupt"):
         _core.merge_segments([str(path)], None, 8, THRESHOLD, 0, 0, False)
+
+
+def test_an_index_or_segment_of_format_1_is_refused_naming_the_file_and_both_versions(tmp_path: Path) -> None:
+    index = NgramIndex.create(tmp_path / "ix", IndexSettings(partition_bits=1), {})
+    index.add([ArraySource("s", random_docs(1, 50, vocab=9, max_len=40))], progress=False)
+    segment = sorted((tmp_path / "ix" / "seg").rglob("*.seg"))[0]
+    data = bytearray(segment.read_bytes())
+    data[8:12] = (1).to_bytes(4, "little")  # the header's format version
+    segment.write_bytes(bytes(data))
+    with pytest.raises(NgramIndexError, match=rf"{segment.name}: segment format version 1, this fastmmeval reads 2"):
+        read_header(segment)
+    with pytest.raises(ValueError, match=rf"{segment.name}: segment format version 1, expected 2"):
+        _core.NgramSegment(str(segment))
+    manifest = tmp_path / "ix" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "version": 1}))
+    with pytest.raises(NgramIndexError, match=r"manifest\.json: format fastmmeval\.ngram-index v1, expected .* v2"):
+        NgramIndex.open(tmp_path / "ix")
