@@ -79,6 +79,19 @@ def test_every_kind_of_block_round_trips_through_the_native_reader_and_writer(tm
     np.testing.assert_array_equal(got_c, counts)
 
 
+def test_a_segment_too_big_to_hold_its_sparse_index_in_memory_is_written_the_same(tmp_path: Path) -> None:
+    # A writer keeps 4,096 blocks' index entries in memory and spills the rest to a side file: a segment of
+    # more blocks than that (and a short last block) comes out byte for byte as the numpy reference.
+    rng = np.random.default_rng(5)
+    hashes = np.unique(rng.integers(0, 2**63, size=4100 * BLOCK_ENTRIES + 77, dtype=np.uint64))
+    counts = rng.integers(1, THRESHOLD + 2, size=len(hashes)).astype(np.uint8)
+    ref = write_reference(tmp_path / "big.seg", hashes, counts)
+    merged = tmp_path / "merged.seg"
+    _core.merge_segments([str(ref)], str(merged), 8, THRESHOLD, 0, 0, False)
+    assert merged.read_bytes() == ref.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.seg", "merged.seg"]  # no spill file left
+
+
 def test_lookups_find_every_entry_and_nothing_else(tmp_path: Path) -> None:
     hashes, counts = edge_entries()
     segment = _core.NgramSegment(str(write_reference(tmp_path / "s.seg", hashes, counts)))

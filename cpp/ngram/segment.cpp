@@ -24,6 +24,7 @@ constexpr size_t kPage = 4096;                // writes are whole, aligned pages
 constexpr size_t kStage = size_t{1} << 20;     // bytes per write() call
 constexpr size_t kStageCapacity = kStage + 2 * kPage;  // a stage, a block and a page
 static_assert(kMaxBlockBytes <= kPage, "a block fits in a page");
+constexpr size_t kIndexPairs = 4096;  // sparse index pairs a writer holds in memory (64 KiB)
 constexpr size_t kReadBuffer = size_t{32} << 10;  // bytes a sequential reader reads at a time
 
 [[noreturn]] void io_error(const std::string& path, const char* what) {
@@ -108,6 +109,7 @@ SegmentWriter::SegmentWriter(std::string path, const SegmentKind& kind)
 }
 
 SegmentWriter::~SegmentWriter() {
+  if (index_fd_ >= 0) ::close(index_fd_);
   if (fd_ >= 0) {
     ::close(fd_);
     ::unlink(path_.c_str());
@@ -137,8 +139,9 @@ void SegmentWriter::staged(size_t bytes) {
 }
 
 void SegmentWriter::put_block(const uint64_t* hashes, const uint8_t* counts, size_t n) {
-  firsts_.push_back(hashes[0]);
-  offsets_.push_back(written_ + staged_ - sizeof(SegmentHeader));
+  index_.push_back(hashes[0]);
+  index_.push_back(written_ + staged_ - sizeof(SegmentHeader));
+  if (index_.size() == 2 * kIndexPairs) spill_index();
   const size_t bytes = encode_block(hashes, counts, n, stage_.get() + staged_);
   entries_ += n;
   staged(bytes);
@@ -169,18 +172,51 @@ void SegmentWriter::add(const uint64_t* hashes, const uint8_t* counts, size_t n)
   }
 }
 
-uint64_t SegmentWriter::finish() {
-  flush_block();
-  for (const std::vector<uint64_t>* part : {&firsts_, &offsets_}) {
-    const char* index = reinterpret_cast<const char*>(part->data());
-    for (size_t left = 8 * part->size(); left > 0;) {
-      const size_t take = std::min(left, kStageCapacity - kPage - staged_);
-      std::memcpy(stage_.get() + staged_, index, take);
-      index += take;
-      left -= take;
-      staged(take);
+void SegmentWriter::spill_index() {
+  const std::string spill = path_ + ".index";
+  if (index_fd_ < 0) {
+    index_fd_ = ::open(spill.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (index_fd_ < 0) io_error(spill, "create index spill file");
+    ::unlink(spill.c_str());  // gone when closed, however the writer ends
+  }
+  const char* data = reinterpret_cast<const char*>(index_.data());
+  for (size_t size = 8 * index_.size(), done = 0; done < size;) {
+    const ssize_t put = ::pwrite(index_fd_, data + done, size - done, static_cast<off_t>(16 * index_spilled_ + done));
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) io_error(spill, "write index spill file");
+    done += static_cast<size_t>(put);
+  }
+  index_spilled_ += index_.size() / 2;
+  index_.clear();
+}
+
+void SegmentWriter::stage_column(const uint64_t* pairs, size_t n, size_t column) {
+  for (size_t i = 0; i < n;) {
+    const size_t take = std::min(n - i, (kStageCapacity - kPage - staged_) / 8);
+    char* dst = stage_.get() + staged_;
+    for (size_t j = 0; j < take; ++j) std::memcpy(dst + 8 * j, &pairs[2 * (i + j) + column], 8);
+    staged(8 * take);
+    i += take;
+  }
+}
+
+void SegmentWriter::stage_index(size_t column) {
+  if (index_spilled_ > 0) {
+    std::vector<uint64_t> chunk(2 * kIndexPairs);
+    if (::lseek(index_fd_, 0, SEEK_SET) != 0) io_error(path_ + ".index", "rewind index spill file");
+    for (uint64_t at = 0; at < index_spilled_; at += kIndexPairs) {
+      const size_t pairs = static_cast<size_t>(std::min<uint64_t>(kIndexPairs, index_spilled_ - at));
+      read_exact(index_fd_, chunk.data(), 16 * pairs, path_ + ".index");
+      stage_column(chunk.data(), pairs, column);
     }
   }
+  stage_column(index_.data(), index_.size() / 2, column);
+}
+
+uint64_t SegmentWriter::finish() {
+  flush_block();
+  stage_index(0);
+  stage_index(1);
   const uint64_t size = written_ + staged_;
   SegmentHeader h{};
   std::memcpy(h.magic, kMagic, 8);

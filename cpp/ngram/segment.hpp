@@ -54,6 +54,9 @@ class SegmentWriter {
   void put_block(const uint64_t* hashes, const uint8_t* counts, size_t n);  // encodes one block of n entries
   void staged(size_t bytes);  // digests the last `bytes` put on the stage; writes a full stage out
   void write_at(const char* data, size_t size, uint64_t offset);
+  void spill_index();  // moves the index pairs held in memory to the spill file
+  void stage_index(size_t column);  // stages column 0 (first hashes) or 1 (offsets) of every index pair
+  void stage_column(const uint64_t* pairs, size_t n, size_t column);
   std::string path_;
   SegmentKind kind_;
   int fd_ = -1;
@@ -62,7 +65,11 @@ class SegmentWriter {
   uint8_t counts_[kBlockEntries];
   size_t fill_ = 0;
   uint64_t entries_ = 0, frequent_ = 0;
-  std::vector<uint64_t> firsts_, offsets_;  // the sparse index: each block's first hash and payload offset
+  // The sparse index as (first hash, payload offset) pairs, one per block: the latest in memory, earlier
+  // ones (big segments only) in an unlinked spill file, so a writer's memory stays bounded.
+  std::vector<uint64_t> index_;
+  int index_fd_ = -1;
+  uint64_t index_spilled_ = 0;  // pairs in the spill file
   std::unique_ptr<char, void (*)(void*)> stage_;  // page-aligned bytes waiting to be written
   std::unique_ptr<char, void (*)(void*)> head_;   // the file's first page, to put the header in last
   size_t staged_ = 0;
