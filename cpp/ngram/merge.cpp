@@ -143,12 +143,15 @@ std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inp
     const uint8_t* counts;
     size_t n;
     while (tree.next(&hashes, &counts, &n)) {
+      if (writer) {
+        writer->add(hashes, counts, n);  // the writer counts them
+        continue;
+      }
       entries += n;
       for (size_t i = 0; i < n; ++i) frequent += counts[i] > kind.threshold;
-      if (writer) writer->add(hashes, counts, n);
     }
   }
-  if (writer) writer->finish();
+  if (writer) return writer->finish();
   return {entries, frequent};
 }
 

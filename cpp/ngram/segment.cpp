@@ -213,7 +213,7 @@ void SegmentWriter::stage_index(size_t column) {
   stage_column(index_.data(), index_.size() / 2, column);
 }
 
-uint64_t SegmentWriter::finish() {
+std::pair<uint64_t, uint64_t> SegmentWriter::finish() {
   flush_block();
   stage_index(0);
   stage_index(1);
@@ -247,7 +247,7 @@ uint64_t SegmentWriter::finish() {
     io_error(path_, "close segment");
   }
   fd_ = -1;
-  return entries_;
+  return {entries_, frequent_};
 }
 
 // ---------------------------------------------------------------- sequential reader

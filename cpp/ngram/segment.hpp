@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define XXH_INLINE_ALL
@@ -47,7 +48,7 @@ class SegmentWriter {
     if (++fill_ == kBlockEntries) flush_block();
   }
   void add(const uint64_t* hashes, const uint8_t* counts, size_t n);  // n entries at once
-  uint64_t finish();  // returns the number of entries
+  std::pair<uint64_t, uint64_t> finish();  // returns {entries, frequent}
 
  private:
   void flush_block();
