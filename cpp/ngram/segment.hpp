@@ -41,13 +41,7 @@ class SegmentWriter {
   ~SegmentWriter();
   SegmentWriter(const SegmentWriter&) = delete;
   SegmentWriter& operator=(const SegmentWriter&) = delete;
-  void add(uint64_t hash, uint8_t count) {
-    hashes_[fill_] = hash;
-    counts_[fill_] = count;
-    frequent_ += count > kind_.threshold;
-    if (++fill_ == kBlockEntries) flush_block();
-  }
-  void add(const uint64_t* hashes, const uint8_t* counts, size_t n);  // n entries at once
+  void add(const uint64_t* hashes, const uint8_t* counts, size_t n);  // n entries, continuing the order
   std::pair<uint64_t, uint64_t> finish();  // returns {entries, frequent}
 
  private:
