@@ -1,4 +1,5 @@
-// Python bindings of fastmmeval._core: argument checks and .def lines only.
+// Python bindings of fastmmeval._core: argument checks and .def lines only (the n-gram index in
+// bindings_ngram.cpp).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -6,43 +7,12 @@
 #include <memory>
 #include <optional>
 
+#include "bindings.hpp"
 #include "kcenter/kcenter.hpp"
-#include "ngram/hashes.hpp"
-#include "ngram/mapper.hpp"
-#include "ngram/merge.hpp"
-#include "ngram/segment.hpp"
-#include "ngram/stream.hpp"
-#include "ngram/windows.hpp"
 #include "text/caption.hpp"
 #include "text/edit_distance.hpp"
 
-namespace py = pybind11;
-using u32_array = py::array_t<uint32_t, py::array::c_style>;
-using i64_array = py::array_t<int64_t, py::array::c_style>;
-
 namespace {
-
-py::array_t<uint64_t> ngram_hashes(const u32_array& tokens, const i64_array& doc_offsets, size_t n,
-                                   uint64_t seed) {
-  if (tokens.ndim() != 1 || doc_offsets.ndim() != 1) {
-    throw py::value_error("ngram_hashes: tokens and doc_offsets must be 1-D arrays");
-  }
-  const size_t n_tokens = static_cast<size_t>(tokens.size());
-  const size_t n_docs = static_cast<size_t>(doc_offsets.size());
-  const std::string problem =
-      fastmmeval::ngram::validate_offsets(doc_offsets.data(), n_docs, n_tokens, n);
-  if (!problem.empty()) throw py::value_error("ngram_hashes: " + problem);
-  const size_t total = fastmmeval::ngram::count_windows(doc_offsets.data(), n_docs, n_tokens, n);
-  py::array_t<uint64_t> out(static_cast<py::ssize_t>(total));
-  uint64_t* dst = out.mutable_data();
-  const uint32_t* src = tokens.data();
-  const int64_t* offs = doc_offsets.data();
-  {
-    py::gil_scoped_release release;
-    fastmmeval::ngram::hash_windows(src, n_tokens, offs, n_docs, n, seed, dst);
-  }
-  return out;
-}
 
 namespace text = fastmmeval::text;
 using f64_array = py::array_t<double, py::array::c_style>;
@@ -235,136 +205,11 @@ i64_array greedy_k_center(const py::array& features, size_t k, size_t first, boo
   return out;
 }
 
-namespace ng = fastmmeval::ngram;
-using u64_array = py::array_t<uint64_t, py::array::c_style>;
-
-// A 1-D C-contiguous uint16 or uint32 token buffer with validated document offsets.
-struct TokenView {
-  const void* data;
-  size_t n_tokens;
-  bool wide;
-  const int64_t* offsets;
-  size_t n_docs;
-  template <typename F>
-  void visit(F&& f) const {
-    if (wide) {
-      f(static_cast<const uint32_t*>(data));
-    } else {
-      f(static_cast<const uint16_t*>(data));
-    }
-  }
-};
-
-TokenView token_view(const std::string& fn, const py::array& tokens, const i64_array& doc_offsets) {
-  // equal, not is: a '<u2' dtype made by newbyteorder is an equivalent but distinct object.
-  const bool u16 = tokens.dtype().equal(py::dtype::of<uint16_t>());
-  if (!u16 && !tokens.dtype().equal(py::dtype::of<uint32_t>())) throw py::type_error(fn + ": tokens must be uint16 or uint32");
-  if (tokens.ndim() != 1 || doc_offsets.ndim() != 1) throw py::value_error(fn + ": tokens and doc_offsets must be 1-D");
-  if (!(tokens.flags() & py::array::c_style)) throw py::value_error(fn + ": tokens must be C-contiguous");
-  const auto n_tokens = static_cast<size_t>(tokens.size());
-  const auto n_docs = static_cast<size_t>(doc_offsets.size());
-  const std::string problem = ng::validate_offsets(doc_offsets.data(), n_docs, n_tokens, 1);
-  if (!problem.empty()) throw py::value_error(fn + ": " + problem);
-  return {tokens.data(), n_tokens, !u16, doc_offsets.data(), n_docs};
-}
-
-void check_kind(const std::string& fn, uint32_t n, uint32_t threshold, uint32_t partition_bits) {
-  if (n < 1 || n > ng::kMaxN) throw py::value_error(fn + ": n must be in 1.." + std::to_string(ng::kMaxN));
-  if (threshold > 254) throw py::value_error(fn + ": threshold must be at most 254 (counts are uint8)");
-  if (partition_bits > 16) throw py::value_error(fn + ": partition_bits must be at most 16");
-}
-
-std::unique_ptr<ng::Mapper> make_mapper(std::string prefix, uint32_t n, uint32_t threshold, uint32_t partition_bits,
-                                        bool dedup, size_t memory_bytes, unsigned threads) {
-  check_kind("NgramMapper", n, threshold, partition_bits);
-  return std::make_unique<ng::Mapper>(ng::MapperConfig{std::move(prefix), n, threshold, partition_bits, dedup,
-                                                       memory_bytes, threads});
-}
-
-void mapper_add(ng::Mapper& mapper, const py::array& tokens, const i64_array& doc_offsets, uint64_t seed) {
-  const TokenView v = token_view("NgramMapper.add", tokens, doc_offsets);
-  py::gil_scoped_release release;
-  v.visit([&](const auto* t) { mapper.add(t, v.n_tokens, v.offsets, v.n_docs, seed); });
-}
-
-std::vector<std::string> mapper_finish(ng::Mapper& mapper) {
-  py::gil_scoped_release release;
-  return mapper.finish();
-}
-
-std::unique_ptr<ng::Segment> open_segment(const std::string& path, bool verify) {
-  py::gil_scoped_release release;
-  return std::make_unique<ng::Segment>(path, verify);
-}
-
-void check_ascending(const std::string& fn, const u64_array& hashes, bool strict) {
-  const uint64_t* h = hashes.data();
-  for (py::ssize_t i = 1; i < hashes.size(); ++i) {
-    if (h[i] < h[i - 1] || (strict && h[i] == h[i - 1])) {
-      throw py::value_error(fn + ": hashes must be " + (strict ? "strictly " : "") + "increasing (at index " +
-                            std::to_string(i) + ")");
-    }
-  }
-}
-
-void segment_lookup(const ng::Segment& segment, const u64_array& queries, py::array_t<uint8_t, py::array::c_style>& out,
-                    unsigned cap) {
-  if (queries.ndim() != 1 || out.ndim() != 1 || queries.size() != out.size()) {
-    throw py::value_error("NgramSegment.lookup: queries and out must be 1-D arrays of equal length");
-  }
-  if (cap > 255) throw py::value_error("NgramSegment.lookup: cap must be at most 255");
-  check_ascending("NgramSegment.lookup", queries, false);
-  const uint64_t* q = queries.data();
-  uint8_t* dst = out.mutable_data();
-  py::gil_scoped_release release;
-  segment.lookup(q, static_cast<size_t>(queries.size()), dst, static_cast<uint8_t>(cap));
-}
-
-py::tuple merge_segments(const std::vector<std::string>& inputs, const std::optional<std::string>& out, uint32_t n,
-                         uint32_t threshold, uint32_t partition_bits, uint32_t partition, bool dedup) {
-  check_kind("merge_segments", n, threshold, partition_bits);
-  std::pair<uint64_t, uint64_t> got;
-  {
-    py::gil_scoped_release release;
-    got = ng::merge_segments(inputs, out.value_or(""), ng::SegmentKind{n, threshold, partition_bits, partition, dedup});
-  }
-  return py::make_tuple(got.first, got.second);
-}
-
-std::unique_ptr<ng::Stream> make_stream(const u64_array& queries, uint32_t n, uint32_t threshold, bool dedup,
-                                        uint32_t max_ids) {
-  check_kind("NgramStream", n, threshold, 0);
-  if (queries.ndim() != 1) throw py::value_error("NgramStream: queries must be a 1-D array");
-  check_ascending("NgramStream", queries, true);
-  return std::make_unique<ng::Stream>(queries.data(), static_cast<size_t>(queries.size()), n, threshold, dedup,
-                                      max_ids);
-}
-
-i64_array stream_process(ng::Stream& stream, const py::array& tokens, const i64_array& doc_offsets, uint64_t seed) {
-  const TokenView v = token_view("NgramStream.process", tokens, doc_offsets);
-  std::vector<std::pair<int64_t, int64_t>> hits;
-  {
-    py::gil_scoped_release release;
-    v.visit([&](const auto* t) { stream.process(t, v.n_tokens, v.offsets, v.n_docs, seed, hits); });
-  }
-  i64_array out({static_cast<py::ssize_t>(hits.size()), py::ssize_t{2}});
-  int64_t* dst = out.mutable_data();
-  for (const auto& [q, d] : hits) {
-    *dst++ = q;
-    *dst++ = d;
-  }
-  return out;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fastmmeval native core (numpy buffers in, numpy buffers out)";
-  m.def("ngram_hashes", &ngram_hashes, py::arg("tokens"), py::arg("doc_offsets"), py::arg("n") = 8,
-        py::arg("seed") = 0,
-        "XXH3-64 (with seed) of the little-endian bytes of every window of n consecutive uint32 "
-        "tokens that lies inside one document; documents start at doc_offsets (the last ends at "
-        "len(tokens)). Returns a uint64 array, document by document.");
+  bind_ngram(m);
   py::class_<text::CaptionNgrams>(m, "CaptionNgrams",
                                   "The 1- to 4-grams of a captioning corpus, interned once, for CIDEr-D and BLEU "
                                   "over any selection of its images (repeats allowed). Caption i is "
@@ -395,46 +240,6 @@ PYBIND11_MODULE(_core, m) {
         "greedy_k_center applies with float16=True. Releases the GIL.");
   m.def("kcenter_simd_path", &fastmmeval::kcenter::simd_path,
         "The row-distance code greedy_k_center uses on this CPU: 'avx2+f16c+fma' or 'portable'.");
-  py::class_<ng::Mapper>(m, "NgramMapper",
-                         "The map step of an n-gram index build: hashes the windows of each document, scatters "
-                         "them by the top partition_bits hash bits, and spills each full partition bucket as a "
-                         "sorted run of counts saturated at threshold + 1 (a segment file named "
-                         "<prefix>p<partition:05d>-<seq:06d>.run) so buckets and sort buffers stay within "
-                         "memory_bytes; spilled partitions are sorted and written on `threads` threads. With "
-                         "dedup a document counts once per n-gram. Use from one thread at a time.")
-      .def(py::init(&make_mapper), py::arg("prefix"), py::arg("n"), py::arg("threshold"), py::arg("partition_bits"),
-           py::arg("dedup"), py::arg("memory_bytes"), py::arg("threads") = 1)
-      .def("add", &mapper_add, py::arg("tokens"), py::arg("doc_offsets"), py::arg("seed"),
-           "Adds whole documents (uint16 or uint32 tokens, hashed as uint32 like ngram_hashes). Releases the GIL.")
-      .def("finish", &mapper_finish, "Spills what is left; returns the paths of all runs written.")
-      .def_property_readonly("windows", &ng::Mapper::windows);
-  py::class_<ng::Segment>(m, "NgramSegment",
-                          "A segment file of an n-gram index, memory-mapped for lookups. Opening checks the "
-                          "header and size and, with verify, the checksum; errors name the file.")
-      .def(py::init(&open_segment), py::arg("path"), py::arg("verify") = true)
-      .def_property_readonly("path", &ng::Segment::path)
-      .def_property_readonly("entries", [](const ng::Segment& s) { return s.header().entries; })
-      .def_property_readonly("frequent", [](const ng::Segment& s) { return s.header().frequent; })
-      .def_property_readonly("partition", [](const ng::Segment& s) { return s.header().partition; })
-      .def("lookup", &segment_lookup, py::arg("queries"), py::arg("out"), py::arg("cap"),
-           "out[i] = min(cap, out[i] + stored count of queries[i]) for ascending uint64 queries. Releases the GIL.");
-  m.def("merge_segments", &merge_segments, py::arg("inputs"), py::arg("out"), py::arg("n"), py::arg("threshold"),
-        py::arg("partition_bits"), py::arg("partition"), py::arg("dedup"),
-        "K-way merge of segment files of one partition (checked against n, threshold, partition and dedup, "
-        "checksums verified as read), summing counts saturated at threshold + 1, into the segment file out "
-        "(None: count only). Releases the GIL. Returns (entries, frequent).");
-  py::class_<ng::Stream>(m, "NgramStream",
-                         "Counts of fixed query hashes (strictly increasing uint64) in documents streamed past "
-                         "them, behind a Bloom prefilter; counts saturate at threshold + 1, with dedup once per "
-                         "document; records up to max_ids documents per query.")
-      .def(py::init(&make_stream), py::arg("queries"), py::arg("n"), py::arg("threshold"), py::arg("dedup"),
-           py::arg("max_ids"))
-      .def("process", &stream_process, py::arg("tokens"), py::arg("doc_offsets"), py::arg("seed"),
-           "Streams whole documents (uint16 or uint32 tokens). Releases the GIL. Returns int64[k, 2] rows "
-           "(query index, document index in this call) for newly recorded documents.")
-      .def_property_readonly("counts", [](const ng::Stream& s) {
-        return py::array_t<uint8_t>(static_cast<py::ssize_t>(s.counts().size()), s.counts().data());
-      });
   m.def("levenshtein_distance", &levenshtein_distance, py::arg("a"), py::arg("b"),
         "Levenshtein distance, in code points, between a[i] and b[i] for every i (two equally long "
         "sequences of str). Releases the GIL. Returns an int64 array.");
