@@ -1,12 +1,18 @@
-"""`--engine ray` builds the same index as `--engine local`, byte for byte, on a local 2-worker Ray cluster."""
+"""`--engine ray` builds the same index as `--engine local`, byte for byte, on a local 2-worker Ray cluster.
+
+The Ray builds run in a separate driver process (`drive`); the checks run here."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -52,21 +58,6 @@ class RandomSource:
         return 0
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """A local Ray cluster with 2 workers that can import this module (the sources are defined here)."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_AUTH_MODE", "disabled")  # Ray 2.x would otherwise write a token under ~/.ray
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}},
-        )
-        yield
-        ray.shutdown()
-
-
 def _sources() -> list[RandomSource]:
     """Four shards; the first (~4M tokens) overflows the memory budget several times."""
     return [RandomSource(f"shard-{i}", seed=i, blocks_n=40 if i == 0 else 6) for i in range(4)]
@@ -76,20 +67,71 @@ def _segment_bytes(index: NgramIndex) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((index.path / "seg").glob("*/*.seg"))}
 
 
-def test_ray_engine_builds_byte_identical_segments(tmp_path: Path, local_ray: None) -> None:
-    local = NgramIndex.create(tmp_path / "local", SETTINGS, meta={"engine": "local"})
-    on_ray = NgramIndex.create(tmp_path / "ray", SETTINGS, meta={"engine": "ray"})
-    local_stats = local.add(_sources(), engine="local", progress=False)
-    ray_stats = on_ray.add(_sources(), engine="ray", progress=False)
+def drive(plan_file: str) -> None:
+    """The driver process: on a fresh local 2-worker Ray cluster, add each step's sources to its index (created
+    if absent) with `--engine ray`; prints one JSON line per step: the stats or the error, and the index after."""
+    plan = json.loads(Path(plan_file).read_text())
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    print(f"ray session: {ray._private.worker._global_node.get_session_dir_path()}", file=sys.stderr, flush=True)
+    for step in plan:
+        path = Path(step["index"])
+        index = NgramIndex.open(path) if path.exists() else NgramIndex.create(path, SETTINGS, meta={"engine": "ray"})
+        try:
+            outcome = {"stats": index.add([RandomSource(**s) for s in step["sources"]], engine="ray", progress=False)}
+        except FastmmevalError as e:
+            outcome = {"error": type(e).__name__, "message": str(e)}
+        after = NgramIndex.open(path).stats()
+        outcome |= {"generations": after["generations"], "segments": len(list(path.glob("seg/*/*.seg")))}
+        print(json.dumps(outcome), flush=True)
+    ray.shutdown()
 
-    assert {k: v for k, v in ray_stats.items() if k != "seconds"} == {
+
+def _ray_log_tails(session: Path) -> str:
+    """The warnings and errors at the ends of the logs that say why a raylet, the GCS or the driver died."""
+    logs = session / "logs"
+    files = [logs / name for name in ("raylet.out", "raylet.err", "gcs_server.out", "gcs_server.err")]
+    files += sorted(logs.glob("python-core-driver-*.log"))
+    loud = re.compile(r"^\[[\d\- :,]+ [WECF] |Check failed|\*\*\*")  # warnings, errors and crash traces
+    tails = {f.name: [ln for ln in f.read_text(errors="replace").splitlines() if loud.search(ln)] for f in files}
+    return "".join(f"\n--- {name}\n" + "\n".join(lines[-20:]) for name, lines in tails.items() if lines)
+
+
+def _on_ray(tmp_path: Path, steps: list[tuple[Path, list[RandomSource]]]) -> list[dict[str, Any]]:
+    """Runs the steps in a separate driver process (`drive`) and returns its outcomes.
+
+    Ray ends its driver process at once when the cluster's raylet dies; in a separate driver that fails this
+    test, with Ray's logs in the message, instead of ending the whole test run."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"index": str(i), "sources": [asdict(s) for s in srcs]} for i, srcs in steps]))
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parent), "RAY_AUTH_MODE": "disabled"}
+    # RAY_AUTH_MODE: Ray 2.x would otherwise write a token under ~/.ray.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import test_contam_ray; test_contam_ray.drive({str(plan)!r})"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    outcomes = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(outcomes) != len(steps):
+        session = re.search(r"ray session: (\S+)", done.stderr)
+        pytest.fail(
+            f"the Ray driver exited with {done.returncode} after {len(outcomes)} of {len(steps)} steps"
+            f"\n--- driver stderr\n{done.stderr[-4000:]}" + (_ray_log_tails(Path(session[1])) if session else "")
+        )
+    return outcomes
+
+
+def test_ray_engine_builds_byte_identical_segments(tmp_path: Path) -> None:
+    local = NgramIndex.create(tmp_path / "local", SETTINGS, meta={"engine": "local"})
+    local_stats = local.add(_sources(), engine="local", progress=False)
+    [outcome] = _on_ray(tmp_path, [(tmp_path / "ray", _sources())])
+
+    assert {k: v for k, v in outcome["stats"].items() if k != "seconds"} == {
         k: v for k, v in local_stats.items() if k != "seconds"
     }
+    on_ray = NgramIndex.open(tmp_path / "ray")
     local_segments, ray_segments = _segment_bytes(local), _segment_bytes(on_ray)
     assert len(local_segments) == SETTINGS.partitions
     assert ray_segments == local_segments
-    reopened = NgramIndex.open(tmp_path / "ray")
-    assert {k: v for k, v in reopened.stats().items() if k != "meta"} == {
+    assert {k: v for k, v in on_ray.stats().items() if k != "meta"} == {
         k: v for k, v in local.stats().items() if k != "meta"
     }
 
@@ -105,27 +147,24 @@ def test_ray_engine_builds_byte_identical_segments(tmp_path: Path, local_ray: No
     assert (counts > SETTINGS.threshold).any() and (counts == 1).any()
     queries = np.concatenate([uniq, np.array([1, 2, 3], dtype=np.uint64)])
     expected = np.concatenate([np.minimum(counts, SETTINGS.cap), [0, 0, 0]]).astype(np.uint8)
-    np.testing.assert_array_equal(reopened.counts(queries), expected)
+    np.testing.assert_array_equal(on_ray.counts(queries), expected)
 
 
-def test_failed_task_leaves_no_partial_index_and_a_rerun_completes(tmp_path: Path, local_ray: None) -> None:
-    index = NgramIndex.create(tmp_path / "idx", SETTINGS, meta={})
+def test_failed_task_leaves_no_partial_index_and_a_rerun_completes(tmp_path: Path) -> None:
     bad = [*_sources()[:2], RandomSource("broken", seed=9, fail_at_block=1)]
-    with pytest.raises(FastmmevalError, match="broken: unreadable block 1"):
-        index.add(bad, engine="ray", progress=False)
+    failed, rerun = _on_ray(tmp_path, [(tmp_path / "idx", bad), (tmp_path / "idx", _sources()[:2])])
 
-    reopened = NgramIndex.open(tmp_path / "idx")
-    assert reopened.stats()["generations"] == 0 and reopened.stats()["tokens"] == 0
-    assert not list((tmp_path / "idx").glob("seg/*/*.seg"))
-    reopened.add(_sources()[:2], engine="ray", progress=False)
-    assert NgramIndex.open(tmp_path / "idx").stats()["generations"] == 1
+    assert failed["error"] == "FastmmevalError" and "broken: unreadable block 1" in failed["message"]
+    assert failed["generations"] == 0 and failed["segments"] == 0
+    assert "stats" in rerun and rerun["generations"] == 1 and rerun["segments"] > 0
 
 
-def test_a_dead_worker_is_a_clear_error(tmp_path: Path, local_ray: None) -> None:
-    index = NgramIndex.create(tmp_path / "idx", SETTINGS, meta={})
-    with pytest.raises(RayEngineError, match="map of source 'crashing' failed: .*worker died"):
-        index.add([RandomSource("crashing", seed=1, fail_at_block=0, crash=True)], engine="ray", progress=False)
-    assert NgramIndex.open(tmp_path / "idx").stats()["generations"] == 0
+def test_a_dead_worker_is_a_clear_error(tmp_path: Path) -> None:
+    [crashed] = _on_ray(tmp_path, [(tmp_path / "idx", [RandomSource("crashing", seed=1, fail_at_block=0, crash=True)])])
+
+    assert crashed["error"] == "RayEngineError"
+    assert re.search("map of source 'crashing' failed: .*worker died", crashed["message"])
+    assert crashed["generations"] == 0
 
 
 def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

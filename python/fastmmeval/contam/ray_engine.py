@@ -29,6 +29,8 @@ from fastmmeval.errors import FastmmevalError
 # runs as it goes, so it is never rerun.
 MAP_RETRIES = 2
 MIN_TASK_MEMORY = 16 << 20
+# After a failure, how long running tasks get to stop at their next Python statement before they are killed.
+CANCEL_GRACE_S = 60.0
 
 
 class RayEngineError(FastmmevalError):
@@ -74,6 +76,19 @@ def _gather(ray: Any, tasks: dict[Any, str], desc: str, progress: bool) -> dict[
     return results
 
 
+def _stop(ray: Any, refs: list[Any]) -> None:
+    """Cancel every unfinished task and wait until all have ended, so that none writes after the cleanup.
+
+    Running tasks are first interrupted between blocks (no worker is killed); one still running after
+    CANCEL_GRACE_S (stuck in native code) is killed."""
+    for force in (False, True):
+        if not refs:
+            return
+        for ref in refs:  # a no-op for finished tasks
+            ray.cancel(ref, force=force)
+        _, refs = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+
+
 def run(
     sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, settings: IndexSettings, progress: bool = True
 ) -> dict[str, int]:
@@ -101,8 +116,7 @@ def run(
         submitted += reduces
         _gather(ray, reduces, "ray reduce", progress)
     except BaseException:
-        for ref in submitted:  # a no-op for finished tasks; running ones must not write after the cleanup
-            ray.cancel(ref, force=True)
+        _stop(ray, submitted)
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(seg_dir, ignore_errors=True)
         raise
