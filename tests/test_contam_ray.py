@@ -99,8 +99,8 @@ def _ray_log_tails(session: Path) -> str:
 def _on_ray(tmp_path: Path, steps: list[tuple[Path, list[RandomSource]]]) -> list[dict[str, Any]]:
     """Runs the steps in a separate driver process (`drive`) and returns its outcomes.
 
-    Ray ends its driver process at once when the cluster's raylet dies; in a separate driver that fails this
-    test, with Ray's logs in the message, instead of ending the whole test run."""
+    Ray ends its driver process (status 1) when the cluster fails under it, e.g. when the GCS is lost; in a
+    separate driver that fails this test, with Ray's logs in the message, instead of ending the test run."""
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps([{"index": str(i), "sources": [asdict(s) for s in srcs]} for i, srcs in steps]))
     env = os.environ | {"PYTHONPATH": str(Path(__file__).parent), "RAY_AUTH_MODE": "disabled"}
