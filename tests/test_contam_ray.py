@@ -4,11 +4,13 @@ The Ray builds run in a separate driver process (`drive`); the checks run here."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 import ray
 
+from fastmmeval.contam import ray_engine
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import NgramIndex
 from fastmmeval.contam.ray_engine import RayEngineError
@@ -37,8 +40,13 @@ class RandomSource:
     blocks_n: int = 3
     fail_at_block: int | None = None
     crash: bool = False
+    stubborn_s: float = 0.0  # sleeps this long before its first block, carrying on through interrupts
 
     def blocks(self) -> Iterator[TokenBlock]:
+        until = time.monotonic() + self.stubborn_s
+        while (left := until - time.monotonic()) > 0:
+            with contextlib.suppress(KeyboardInterrupt):  # what a graceful Ray cancel raises
+                time.sleep(left)
         rng = np.random.default_rng(self.seed)
         phrase = rng.integers(0, 300, size=40)
         for b in range(self.blocks_n):
@@ -69,19 +77,29 @@ def _segment_bytes(index: NgramIndex) -> dict[str, bytes]:
 
 def drive(plan_file: str) -> None:
     """The driver process: on a fresh local 2-worker Ray cluster, add each step's sources to its index (created
-    if absent) with `--engine ray`; prints one JSON line per step: the stats or the error, and the index after."""
+    if absent) with `--engine ray`, its tasks given `grace_s` to stop when cancelled; `settle_s` later, prints one
+    JSON line per step: the stats or the error, the seconds the add took, the index after, and the files left
+    in its temporary folder."""
     plan = json.loads(Path(plan_file).read_text())
     ray.init(address="local", num_cpus=2, include_dashboard=False)
     print(f"ray session: {ray._private.worker._global_node.get_session_dir_path()}", file=sys.stderr, flush=True)
     for step in plan:
         path = Path(step["index"])
         index = NgramIndex.open(path) if path.exists() else NgramIndex.create(path, SETTINGS, meta={"engine": "ray"})
+        ray_engine.CANCEL_GRACE_S = step["grace_s"]
+        start = time.perf_counter()
         try:
             outcome = {"stats": index.add([RandomSource(**s) for s in step["sources"]], engine="ray", progress=False)}
         except FastmmevalError as e:
             outcome = {"error": type(e).__name__, "message": str(e)}
+        outcome["seconds"] = time.perf_counter() - start
+        time.sleep(step["settle_s"])
         after = NgramIndex.open(path).stats()
-        outcome |= {"generations": after["generations"], "segments": len(list(path.glob("seg/*/*.seg")))}
+        outcome |= {
+            "generations": after["generations"],
+            "segments": len(list(path.glob("seg/*/*.seg"))),
+            "leftovers": len(list(path.glob("tmp/**/*"))),
+        }
         print(json.dumps(outcome), flush=True)
     ray.shutdown()
 
@@ -96,13 +114,22 @@ def _ray_log_tails(session: Path) -> str:
     return "".join(f"\n--- {name}\n" + "\n".join(lines[-20:]) for name, lines in tails.items() if lines)
 
 
-def _on_ray(tmp_path: Path, steps: list[tuple[Path, list[RandomSource]]]) -> list[dict[str, Any]]:
+def _on_ray(
+    tmp_path: Path, steps: list[tuple[Path, list[RandomSource]]], grace_s: float = 60.0, settle_s: float = 0.0
+) -> list[dict[str, Any]]:
     """Runs the steps in a separate driver process (`drive`) and returns its outcomes.
 
     Ray ends its driver process (status 1) when the cluster fails under it, e.g. when the GCS is lost; in a
     separate driver that fails this test, with Ray's logs in the message, instead of ending the test run."""
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps([{"index": str(i), "sources": [asdict(s) for s in srcs]} for i, srcs in steps]))
+    plan.write_text(
+        json.dumps(
+            [
+                {"index": str(i), "sources": [asdict(s) for s in srcs], "grace_s": grace_s, "settle_s": settle_s}
+                for i, srcs in steps
+            ]
+        )
+    )
     env = os.environ | {"PYTHONPATH": str(Path(__file__).parent), "RAY_AUTH_MODE": "disabled"}
     # RAY_AUTH_MODE: Ray 2.x would otherwise write a token under ~/.ray.
     done = subprocess.run(
@@ -157,6 +184,18 @@ def test_failed_task_leaves_no_partial_index_and_a_rerun_completes(tmp_path: Pat
     assert failed["error"] == "FastmmevalError" and "broken: unreadable block 1" in failed["message"]
     assert failed["generations"] == 0 and failed["segments"] == 0
     assert "stats" in rerun and rerun["generations"] == 1 and rerun["segments"] > 0
+
+
+def test_a_task_that_ignores_the_cancel_is_killed_before_the_cleanup(tmp_path: Path) -> None:
+    # "stubborn" would write its runs 8 s after it starts; "broken" fails at once, so the build is cancelled.
+    # The runs are looked for after 9.5 s more, when the stubborn task would have written them.
+    stubborn = RandomSource("stubborn", seed=2, stubborn_s=8.0)
+    broken = RandomSource("broken", seed=9, fail_at_block=0)
+    [failed] = _on_ray(tmp_path, [(tmp_path / "idx", [stubborn, broken])], grace_s=1.0, settle_s=9.5)
+
+    assert failed["error"] == "FastmmevalError" and "broken: unreadable block 0" in failed["message"]
+    assert failed["seconds"] < 8.0  # the grace period and a kill (1.4-1.7 s here), not the stubborn task's 8 s
+    assert failed["leftovers"] == 0 and failed["generations"] == 0 and failed["segments"] == 0
 
 
 def test_a_dead_worker_is_a_clear_error(tmp_path: Path) -> None:
