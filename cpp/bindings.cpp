@@ -11,6 +11,7 @@
 #include "kcenter/kcenter.hpp"
 #include "text/caption.hpp"
 #include "text/edit_distance.hpp"
+#include "text/words.hpp"
 
 namespace {
 
@@ -90,15 +91,11 @@ f64_array caption_rouge_l(const u32_array& tokens, const i64_array& caption_star
   return out;
 }
 
-// Views of the code points of a[i] and b[i]. `keep` holds a reference to every str so the views
-// stay valid while the GIL is released (another thread may change the lists meanwhile).
-struct StrPairs {
-  std::vector<py::object> keep;
-  std::vector<fastmmeval::text::CodePoints> a, b;
-};
-
-void add_code_points(const std::string& fn, const py::sequence& seq, StrPairs& pairs,
-                     std::vector<fastmmeval::text::CodePoints>& out) {
+// Appends a view of the code points of every str of seq to out. `keep` takes a reference to each str so
+// the views stay valid while the GIL is released (another thread may change the sequence meanwhile).
+void add_code_points(const std::string& fn, const py::sequence& seq, std::vector<py::object>& keep,
+                     std::vector<text::CodePoints>& out) {
+  if (PyUnicode_Check(seq.ptr())) throw py::type_error(fn + ": expected a sequence of str, not str");
   for (py::handle item : seq) {
     PyObject* s = item.ptr();
     if (!PyUnicode_Check(s)) {
@@ -107,15 +104,18 @@ void add_code_points(const std::string& fn, const py::sequence& seq, StrPairs& p
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(s) != 0) throw py::error_already_set();
 #endif
-    pairs.keep.push_back(py::reinterpret_borrow<py::object>(item));
+    keep.push_back(py::reinterpret_borrow<py::object>(item));
     out.push_back({PyUnicode_DATA(s), static_cast<size_t>(PyUnicode_GET_LENGTH(s)), static_cast<int>(PyUnicode_KIND(s))});
   }
 }
 
+// Views of the code points of a[i] and b[i], and the references that keep them valid.
+struct StrPairs {
+  std::vector<py::object> keep;
+  std::vector<text::CodePoints> a, b;
+};
+
 StrPairs str_pairs(const std::string& fn, const py::sequence& a, const py::sequence& b) {
-  if (PyUnicode_Check(a.ptr()) || PyUnicode_Check(b.ptr())) {
-    throw py::type_error(fn + ": a and b must be sequences of str, not str");
-  }
   if (a.size() != b.size()) {
     throw py::value_error(fn + ": a and b differ in length (" + std::to_string(a.size()) + " vs " +
                           std::to_string(b.size()) + ")");
@@ -124,8 +124,8 @@ StrPairs str_pairs(const std::string& fn, const py::sequence& a, const py::seque
   pairs.keep.reserve(2 * a.size());
   pairs.a.reserve(a.size());
   pairs.b.reserve(b.size());
-  add_code_points(fn, a, pairs, pairs.a);
-  add_code_points(fn, b, pairs, pairs.b);
+  add_code_points(fn, a, pairs.keep, pairs.a);
+  add_code_points(fn, b, pairs.keep, pairs.b);
   return pairs;
 }
 
@@ -149,6 +149,45 @@ py::array_t<double> levenshtein_similarity(const py::sequence& a, const py::sequ
     fastmmeval::text::levenshtein_batch(pairs.a.data(), pairs.b.data(), pairs.a.size(), nullptr, dst);
   }
   return out;
+}
+
+constexpr size_t kCodePoints = 0x110000;
+
+py::tuple word_ids(const py::sequence& texts, const py::array_t<uint8_t, py::array::c_style>& word_chars,
+                   const u32_array& lower, uint32_t seed) {
+  if (word_chars.ndim() != 1 || static_cast<size_t>(word_chars.size()) != kCodePoints / 8) {
+    throw py::value_error("word_ids: word_chars must be a 1-D uint8 bitmap of " + std::to_string(kCodePoints / 8) +
+                          " bytes (one bit per code point)");
+  }
+  if (lower.ndim() != 1 || static_cast<size_t>(lower.size()) != kCodePoints) {
+    throw py::value_error("word_ids: lower must be a 1-D uint32 array of " + std::to_string(kCodePoints) +
+                          " code points");
+  }
+  std::vector<py::object> keep;
+  std::vector<text::CodePoints> views;
+  keep.reserve(texts.size());
+  views.reserve(texts.size());
+  add_code_points("word_ids", texts, keep, views);
+  const uint8_t* table = word_chars.data();
+  const uint32_t* lowered = lower.data();
+  text::WordIds got;
+  {
+    py::gil_scoped_release release;
+    got = text::word_ids(views.data(), views.size(), table, lowered, seed);
+  }
+  auto* kept = new std::vector<uint32_t>(std::move(got.ids));  // handed to numpy, not copied
+  const py::capsule owner(kept, [](void* v) { delete static_cast<std::vector<uint32_t>*>(v); });
+  py::array_t<uint32_t> ids(static_cast<py::ssize_t>(kept->size()), kept->data(), owner);
+  i64_array offsets(static_cast<py::ssize_t>(got.offsets.size()), got.offsets.data());
+  i64_array deferred({static_cast<py::ssize_t>(got.deferred.size()), py::ssize_t{4}});
+  int64_t* dst = deferred.mutable_data();
+  for (const text::DeferredWord& w : got.deferred) {
+    *dst++ = w.position;
+    *dst++ = w.text;
+    *dst++ = w.begin;
+    *dst++ = w.end;
+  }
+  return py::make_tuple(ids, offsets, deferred);
 }
 
 namespace kcenter = fastmmeval::kcenter;
@@ -240,6 +279,14 @@ PYBIND11_MODULE(_core, m) {
         "greedy_k_center applies with float16=True. Releases the GIL.");
   m.def("kcenter_simd_path", &fastmmeval::kcenter::simd_path,
         "The row-distance code greedy_k_center uses on this CPU: 'avx2+f16c+fma' or 'portable'.");
+  m.def("word_ids", &word_ids, py::arg("texts"), py::arg("word_chars"), py::arg("lower"), py::arg("seed"),
+        "The `words` tokenizer's split: every text (a sequence of str) cut into maximal runs of word "
+        "characters (code point c is one when bit c % 8 of word_chars[c // 8] is set), each word mapped to "
+        "XXH32 (with seed) of the UTF-8 bytes (surrogates passed) of its characters lower-cased by lower[c] "
+        "(uint32 per code point; 0xFFFFFFFF: not one code point, the word is left to the caller). Releases "
+        "the GIL. Returns (uint32 ids of all texts, one after another; int64 offsets where each text's ids "
+        "start; int64[k, 4] rows (position in ids, text, start, end) of the words left to the caller, whose "
+        "ids are 0).");
   m.def("levenshtein_distance", &levenshtein_distance, py::arg("a"), py::arg("b"),
         "Levenshtein distance, in code points, between a[i] and b[i] for every i (two equally long "
         "sequences of str). Releases the GIL. Returns an int64 array.");

@@ -25,7 +25,7 @@ from fastmmeval.contam.corpus import (
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
 from fastmmeval.contam.index import stream_counts
-from fastmmeval.contam.reference import reference_counts
+from fastmmeval.contam.reference import reference_counts, reference_word_ids
 from fastmmeval.contam.settings import CorpusError, IndexSettings
 from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
 from fastmmeval.contam.token_shards import TokenShardSource, write_token_shard
@@ -75,6 +75,41 @@ def test_words_tokenizer_is_lowercase_punctuation_free_and_stable() -> None:
     assert ids.tolist() == tok.encode([text])[0].tolist()
     assert pickle.loads(pickle.dumps(tok)).encode(["a b"])[0].tolist() == tok.encode(["A, B"])[0].tolist()
     assert tok.fingerprint == "words-v1" == make_text_tokenizer("words").fingerprint
+
+
+def _same_words(texts: list[str]) -> None:
+    got = WordTokenizer().encode(texts)
+    want = reference_word_ids(texts)
+    assert len(got) == len(want)
+    for text, g, w in zip(texts, got, want, strict=True):
+        assert g.dtype == np.uint32 and g.tolist() == w.tolist(), repr(text)
+
+
+def test_native_word_split_equals_the_python_rule_on_every_code_point() -> None:
+    # Each code point alone, between ASCII letters, and in runs of 48 neighbours (surrogates included):
+    # the native split reads Python's own word-character table, and words with a non-ASCII character
+    # (whose lower case depends on context, e.g. a final sigma) come back to Python.
+    every = [chr(c) for c in range(0x110000)]
+    _same_words(["".join(every[i : i + 48]) for i in range(0, len(every), 48)])
+    _same_words([f"Ab{c}Cd {c}x_{c}" for c in every[::7]])
+
+
+def test_native_word_split_equals_the_python_rule_on_mixed_text() -> None:
+    rng = np.random.default_rng(0)
+    pieces = list("aZ09 _-.,!\t\n") + ["é", "Σ", "ΣΑΣ", "ς", "İ", "ß", "ǅ", "\u0301", "中文", "٣", "Ⅻ", "😀"]
+    pieces += ["\ud800", "\x00"]
+    texts = ["".join(rng.choice(pieces, size=int(rng.integers(0, 40)))) for _ in range(3000)]
+    _same_words(texts + ["", "   ", "___", "A" * 10_000, "Word" * 5000 + "é"])
+    tok = WordTokenizer()
+    ids, offsets = tok.encode_concat(texts)
+    lengths = [len(w) for w in tok.encode(texts)]
+    assert offsets.dtype == np.int64 and offsets.tolist() == np.cumsum([0, *lengths])[:-1].tolist()
+    assert np.concatenate(tok.encode(texts)).tolist() == ids.tolist()
+    assert tok.encode([]) == [] and tok.encode_concat([])[0].size == 0
+    with pytest.raises(TypeError, match="not str"):
+        tok.encode("a plain string")
+    with pytest.raises(TypeError, match="expected str items"):
+        tok.encode(["ok", b"bytes"])
 
 
 def test_hugging_face_tokenizer_from_a_folder(tmp_path: Path) -> None:
@@ -133,6 +168,32 @@ def test_llava_turns_are_documents_and_missing_images_are_counted(tmp_path: Path
 
     with pytest.raises(CorpusError, match=r"train2\.json: record 0: field 'conversations'"):
         list(RecordSource(_llava(tmp_path / "train2.json", [{"id": 1}]), "llava", WordTokenizer()).blocks())
+
+
+def test_small_blocks_come_out_in_corpus_order(tmp_path: Path) -> None:
+    # Text blocks are tokenized on a thread while the next records are read: many small text and image
+    # blocks must still come out in corpus order, each holding the next documents.
+    (tmp_path / "img").mkdir()
+    records = []
+    for r in range(40):
+        Image.new("RGB", (8, 8), (r, 2 * r, 3 * r)).save(tmp_path / "img" / f"{r}.png")
+        turns = [{"from": "human", "value": f"Question {r} about picture {r}?"}]
+        turns.append({"from": "gpt", "value": f"Answer {r}."})
+        records.append({"id": str(r), "image": f"{r}.png", "conversations": turns})
+    source = RecordSource(
+        _llava(tmp_path / "train.json", records), "llava", WordTokenizer(), FixedImageTokenizer(), tmp_path / "img",
+        block_tokens=6, image_batch=3,
+    )
+    blocks = list(source.blocks())
+    texts = [b for b in blocks if b.seed == TEXT_SEED]
+    assert len(texts) > 5 and len(blocks) - len(texts) > 5
+    # As read: a block ends at a record, and a record's text block comes before its image block.
+    ends = [(int(b.ids[-1]), b.seed == IMAGE_SEED) for b in blocks]
+    assert ends == sorted(ends)
+    assert [i for b in texts for i in b.ids] == [str(r) for r in range(40) for _ in range(2)]
+    every = [t["value"] for rec in records for t in rec["conversations"]]
+    assert np.concatenate([b.tokens for b in texts]).tolist() == np.concatenate(WordTokenizer().encode(every)).tolist()
+    assert [i for b in blocks if b.seed == IMAGE_SEED for i in b.ids] == [str(r) for r in range(40)]
 
 
 def test_jsonl_and_parquet_columns_and_embedded_images(tmp_path: Path) -> None:

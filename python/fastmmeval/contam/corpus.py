@@ -16,7 +16,7 @@ import glob
 import io
 import json
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,8 +214,11 @@ class RecordSource:
         chars = 0
         refs: list[Any] = []
         image_ids: list[str] = []
-        # Decoding images dominates an image corpus; PIL releases the GIL, so a batch decodes in parallel.
+        # Decoding images dominates an image corpus; PIL releases the GIL, so a batch decodes in parallel. A
+        # text block is tokenized on the pool too (the `words` split releases the GIL) while the next records
+        # are parsed; blocks still come out in corpus order.
         with ThreadPoolExecutor(self.decode_threads) as pool:
+            pending: Future[TokenBlock] | None = None
             for record in self.records():
                 for text in record.texts:
                     texts.append(text)
@@ -226,17 +229,25 @@ class RecordSource:
                     image_ids.extend([record.id] * len(record.images))
                 # ~5 characters per word token: a block stays near block_tokens without tokenizing twice.
                 if chars >= 5 * self.block_tokens:
-                    yield self._text_block(texts, text_ids)
+                    if pending is not None:
+                        yield pending.result()
+                    pending = pool.submit(self._text_block, texts, text_ids)
                     texts, text_ids, chars = [], [], 0
                 if len(refs) >= self.image_batch:
+                    if pending is not None:
+                        yield pending.result()
+                        pending = None
                     yield from self._image_block(pool, refs, image_ids)
                     refs, image_ids = [], []
+            if pending is not None:
+                yield pending.result()
             if texts:
                 yield self._text_block(texts, text_ids)
             yield from self._image_block(pool, refs, image_ids)
 
     def _text_block(self, texts: list[str], ids: list[str]) -> TokenBlock:
-        return concat_docs(self.text_tokenizer.encode(texts), ids, TEXT_SEED)
+        tokens, offsets = self.text_tokenizer.encode_concat(texts)
+        return TokenBlock(tokens, offsets, TEXT_SEED, ids)
 
     def _image_block(self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]) -> Iterator[TokenBlock]:
         """The readable images of `refs` as one tokenized block (none when no image is readable); the

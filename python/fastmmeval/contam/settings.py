@@ -96,10 +96,16 @@ def check_block(block: TokenBlock, where: str) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(tokens), offsets
 
 
-def concat_docs(docs: Sequence[np.ndarray], ids: Sequence[str], seed: int) -> TokenBlock:
-    """Documents (token arrays) as one TokenBlock."""
+def concat_arrays(docs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Documents (token arrays) as one uint32 array and where each document starts (int64)."""
     lengths = np.fromiter((len(d) for d in docs), np.int64, count=len(docs))
     offsets = np.zeros(len(docs), np.int64)
     np.cumsum(lengths[:-1], out=offsets[1:])
     tokens = np.concatenate(docs).astype(np.uint32, copy=False) if docs else np.zeros(0, np.uint32)
+    return tokens, offsets
+
+
+def concat_docs(docs: Sequence[np.ndarray], ids: Sequence[str], seed: int) -> TokenBlock:
+    """Documents (token arrays) as one TokenBlock."""
+    tokens, offsets = concat_arrays(docs)
     return TokenBlock(tokens, offsets, seed, list(ids))

@@ -7,6 +7,7 @@ built with another tokenizer, since its n-grams would never match.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -17,13 +18,41 @@ from typing import Any, Protocol
 import numpy as np
 import xxhash
 
+from fastmmeval import _core
+from fastmmeval.contam.settings import concat_arrays
 from fastmmeval.errors import ConfigError
 
 # Letters and digits in any script; everything else (punctuation, symbols, whitespace) separates words.
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+WORD = re.compile(r"[^\W_]+", re.UNICODE)
 WORDS_VERSION = 1
 _WORD_HASH_SEED = 0x5EED_0001
 _CACHE_LIMIT = 1 << 20
+_CODE_POINTS = 0x110000
+
+
+_NOT_ONE_CODE_POINT = 0xFFFF_FFFF
+
+
+@functools.lru_cache(maxsize=1)
+def word_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The tables the native split reads: one bit per code point (little-endian within each byte), set for
+    the characters `WORD` takes as word characters; and each code point's `str.lower()` as one code point,
+    or 0xFFFFFFFF where that is not one code point (U+0130 lowers to two; U+03A3 to a final or a non-final
+    sigma, by its neighbours), whose words are left to Python."""
+    every = "".join(map(chr, range(_CODE_POINTS)))
+    bits = np.zeros(_CODE_POINTS, dtype=bool)
+    for m in WORD.finditer(every):
+        bits[m.start() : m.end()] = True
+    # Lower-cased in two pieces around U+0130, so that every other character keeps its position.
+    below, above = (every[:0x130].lower(), every[0x131:].lower())
+    lower = np.frombuffer((below + "\0" + above).encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint32)
+    lower[[0x130, 0x3A3]] = _NOT_ONE_CODE_POINT
+    return np.packbits(bits, bitorder="little"), lower
+
+
+def word_id(word: str) -> int:
+    """The id of one word: XXH32 of its lower-cased UTF-8 bytes."""
+    return xxhash.xxh32_intdigest(word.lower().encode("utf-8", "surrogatepass"), seed=_WORD_HASH_SEED)
 
 
 class TextTokenizer(Protocol):
@@ -38,6 +67,10 @@ class TextTokenizer(Protocol):
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """The token ids of each text (uint32)."""
+        ...
+
+    def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids of all texts, one after another (uint32), and where each text's ids start (int64)."""
         ...
 
     def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -73,18 +106,27 @@ class WordTokenizer:
                 self._cache.clear()
             for k, (w, i) in enumerate(zip(words, got, strict=True)):
                 if i is None:
-                    digest = xxhash.xxh32_intdigest(w.lower().encode("utf-8", "surrogatepass"), seed=_WORD_HASH_SEED)
-                    got[k] = self._cache[w] = digest
+                    got[k] = self._cache[w] = word_id(w)
         return np.array(got, dtype=np.uint32)
+
+    def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The word ids of all texts, one after another, and where each text's ids start. Split and hashed
+        natively (`_core.word_ids`, GIL released) but for the rare words whose lower case is not one code
+        point per character (with U+0130 or U+03A3), which are hashed here."""
+        ids, offsets, deferred = _core.word_ids(texts, *word_tables(), _WORD_HASH_SEED)
+        if len(deferred):
+            ids[deferred[:, 0]] = self._ids([texts[t][begin:end] for _, t, begin, end in deferred.tolist()])
+        return ids, offsets
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """The word ids of each text."""
-        return [self._ids(_WORD.findall(t)) for t in texts]
+        ids, offsets = self.encode_concat(texts)
+        return np.split(ids, offsets[1:]) if len(texts) else []
 
     def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Word ids and the span of each word in `text`."""
         # Words are found before lower-casing (which can change a string's length, e.g. 'İ'), as in encode.
-        matches = list(_WORD.finditer(text))
+        matches = list(WORD.finditer(text))
         return self._ids([m.group() for m in matches]), [m.span() for m in matches]
 
 
@@ -132,6 +174,10 @@ class HFTextTokenizer:
             return []
         out = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [np.asarray(ids, dtype=np.uint32) for ids in out]
+
+    def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of all texts, one after another, and where each text's ids start."""
+        return concat_arrays(self.encode(texts))
 
     def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Token ids and character spans (fast tokenizers; slow ones give empty spans)."""

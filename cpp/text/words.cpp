@@ -1,0 +1,89 @@
+#include "text/words.hpp"
+
+#include <string>
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+namespace fastmmeval::text {
+
+namespace {
+
+void put_utf8(uint32_t c, std::string& out) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+template <typename Unit>
+void split(const Unit* s, size_t length, int64_t text, const uint8_t* word_chars, const uint32_t* lower,
+           uint32_t seed, WordIds& out, std::string& bytes) {
+  auto is_word = [word_chars](uint32_t c) { return (word_chars[c >> 3] >> (c & 7)) & 1; };
+  size_t i = 0;
+  while (i < length) {
+    while (i < length && !is_word(s[i])) ++i;
+    if (i == length) break;
+    const size_t begin = i;
+    uint32_t any = 0;  // the word's code points or'ed: below 0x80 when it is all ASCII
+    for (; i < length && is_word(s[i]); ++i) any |= s[i];
+    bytes.clear();
+    bool whole = true;
+    if (any < 0x80) {
+      for (size_t k = begin; k < i; ++k) {
+        const auto c = static_cast<char>(s[k]);
+        bytes.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c));
+      }
+    } else {
+      for (size_t k = begin; k < i && whole; ++k) {
+        const uint32_t c = lower[s[k]];
+        whole = c != kNotOneCodePoint;
+        if (whole) put_utf8(c, bytes);
+      }
+    }
+    if (whole) {
+      out.ids.push_back(XXH32(bytes.data(), bytes.size(), seed));
+    } else {
+      out.deferred.push_back({static_cast<int64_t>(out.ids.size()), text, static_cast<int64_t>(begin),
+                              static_cast<int64_t>(i)});
+      out.ids.push_back(0);
+    }
+  }
+}
+
+}  // namespace
+
+WordIds word_ids(const CodePoints* texts, size_t n, const uint8_t* word_chars, const uint32_t* lower, uint32_t seed) {
+  WordIds out;
+  out.offsets.reserve(n);
+  size_t most = 0;  // a text of L code points holds at most (L + 1) / 2 words; pages are touched only as used
+  for (size_t t = 0; t < n; ++t) most += (texts[t].size + 1) / 2;
+  out.ids.reserve(most);
+  std::string bytes;
+  for (size_t t = 0; t < n; ++t) {
+    out.offsets.push_back(static_cast<int64_t>(out.ids.size()));
+    const CodePoints& s = texts[t];
+    const auto text = static_cast<int64_t>(t);
+    if (s.width == 1) {
+      split(static_cast<const uint8_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+    } else if (s.width == 2) {
+      split(static_cast<const uint16_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+    } else {
+      split(static_cast<const uint32_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+    }
+  }
+  return out;
+}
+
+}  // namespace fastmmeval::text
