@@ -1,5 +1,6 @@
 #include "text/words.hpp"
 
+#include <algorithm>
 #include <string>
 
 #define XXH_INLINE_ALL
@@ -67,9 +68,11 @@ void split(const Unit* s, size_t length, int64_t text, const uint8_t* word_chars
 WordIds word_ids(const CodePoints* texts, size_t n, const uint8_t* word_chars, const uint32_t* lower, uint32_t seed) {
   WordIds out;
   out.offsets.reserve(n);
-  size_t most = 0;  // a text of L code points holds at most (L + 1) / 2 words; pages are touched only as used
+  // A text of L code points holds at most (L + 1) / 2 words. Reserving that (up to 64 MiB; pages are touched
+  // only as used) spares the copies and fresh pages of a growing vector.
+  size_t most = 0;
   for (size_t t = 0; t < n; ++t) most += (texts[t].size + 1) / 2;
-  out.ids.reserve(most);
+  out.ids.reserve(std::min<size_t>(most, size_t{1} << 24));
   std::string bytes;
   for (size_t t = 0; t < n; ++t) {
     out.offsets.push_back(static_cast<int64_t>(out.ids.size()));
