@@ -28,8 +28,6 @@ WORDS_VERSION = 1
 _WORD_HASH_SEED = 0x5EED_0001
 _CACHE_LIMIT = 1 << 20
 _CODE_POINTS = 0x110000
-
-
 _NOT_ONE_CODE_POINT = 0xFFFF_FFFF
 
 
@@ -44,8 +42,8 @@ def word_tables() -> tuple[np.ndarray, np.ndarray]:
     for m in WORD.finditer(every):
         bits[m.start() : m.end()] = True
     # Lower-cased in two pieces around U+0130, so that every other character keeps its position.
-    below, above = (every[:0x130].lower(), every[0x131:].lower())
-    lower = np.frombuffer((below + "\0" + above).encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint32)
+    lowered = every[:0x130].lower() + "\0" + every[0x131:].lower()
+    lower = np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint32)
     lower[[0x130, 0x3A3]] = _NOT_ONE_CODE_POINT
     return np.packbits(bits, bitorder="little"), lower
 
