@@ -153,41 +153,26 @@ py::array_t<double> levenshtein_similarity(const py::sequence& a, const py::sequ
 
 constexpr size_t kCodePoints = 0x110000;
 
-py::tuple word_ids(const py::sequence& texts, const py::array_t<uint8_t, py::array::c_style>& word_chars,
-                   const u32_array& lower, uint32_t seed) {
-  if (word_chars.ndim() != 1 || static_cast<size_t>(word_chars.size()) != kCodePoints / 8) {
-    throw py::value_error("word_ids: word_chars must be a 1-D uint8 bitmap of " + std::to_string(kCodePoints / 8) +
-                          " bytes (one bit per code point)");
-  }
-  if (lower.ndim() != 1 || static_cast<size_t>(lower.size()) != kCodePoints) {
-    throw py::value_error("word_ids: lower must be a 1-D uint32 array of " + std::to_string(kCodePoints) +
-                          " code points");
+py::tuple word_ids(const py::sequence& texts, const u32_array& table, uint32_t seed) {
+  if (table.ndim() != 1 || static_cast<size_t>(table.size()) != kCodePoints) {
+    throw py::value_error("word_ids: table must be a 1-D uint32 array of " + std::to_string(kCodePoints) +
+                          " entries (one per code point)");
   }
   std::vector<py::object> keep;
   std::vector<text::CodePoints> views;
   keep.reserve(texts.size());
   views.reserve(texts.size());
   add_code_points("word_ids", texts, keep, views);
-  const uint8_t* table = word_chars.data();
-  const uint32_t* lowered = lower.data();
+  const uint32_t* entries = table.data();
   text::WordIds got;
   {
     py::gil_scoped_release release;
-    got = text::word_ids(views.data(), views.size(), table, lowered, seed);
+    got = text::word_ids(views.data(), views.size(), entries, seed);
   }
   auto* kept = new std::vector<uint32_t>(std::move(got.ids));  // handed to numpy, not copied
   const py::capsule owner(kept, [](void* v) { delete static_cast<std::vector<uint32_t>*>(v); });
   py::array_t<uint32_t> ids(static_cast<py::ssize_t>(kept->size()), kept->data(), owner);
-  i64_array offsets(static_cast<py::ssize_t>(got.offsets.size()), got.offsets.data());
-  i64_array deferred({static_cast<py::ssize_t>(got.deferred.size()), py::ssize_t{4}});
-  int64_t* dst = deferred.mutable_data();
-  for (const text::DeferredWord& w : got.deferred) {
-    *dst++ = w.position;
-    *dst++ = w.text;
-    *dst++ = w.begin;
-    *dst++ = w.end;
-  }
-  return py::make_tuple(ids, offsets, deferred);
+  return py::make_tuple(ids, i64_array(static_cast<py::ssize_t>(got.offsets.size()), got.offsets.data()));
 }
 
 namespace kcenter = fastmmeval::kcenter;
@@ -279,14 +264,13 @@ PYBIND11_MODULE(_core, m) {
         "greedy_k_center applies with float16=True. Releases the GIL.");
   m.def("kcenter_simd_path", &fastmmeval::kcenter::simd_path,
         "The row-distance code greedy_k_center uses on this CPU: 'avx2+f16c+fma' or 'portable'.");
-  m.def("word_ids", &word_ids, py::arg("texts"), py::arg("word_chars"), py::arg("lower"), py::arg("seed"),
-        "The `words` tokenizer's split: every text (a sequence of str) cut into maximal runs of word "
-        "characters (code point c is one when bit c % 8 of word_chars[c // 8] is set), each word mapped to "
-        "XXH32 (with seed) of the UTF-8 bytes (surrogates passed) of its characters lower-cased by lower[c] "
-        "(uint32 per code point; 0xFFFFFFFF: not one code point, the word is left to the caller). Releases "
-        "the GIL. Returns (uint32 ids of all texts, one after another; int64 offsets where each text's ids "
-        "start; int64[k, 4] rows (position in ids, text, start, end) of the words left to the caller, whose "
-        "ids are 0).");
+  m.def("word_ids", &word_ids, py::arg("texts"), py::arg("table"), py::arg("seed"),
+        "The `words` tokenizer: every text (a sequence of str) cut into maximal runs of word characters, each "
+        "word mapped to XXH32 (with seed) of the UTF-8 bytes of its lower case as str.lower() gives it. table "
+        "(uint32, one entry per code point) holds each character's lower case in its low 21 bits and its kind "
+        "in the top bits (see cpp/text/words.hpp; built by fastmmeval.contam.text_tokens.word_table). "
+        "Releases the GIL. Returns (uint32 ids of all texts, one after another; int64 offsets where each "
+        "text's ids start).");
   m.def("levenshtein_distance", &levenshtein_distance, py::arg("a"), py::arg("b"),
         "Levenshtein distance, in code points, between a[i] and b[i] for every i (two equally long "
         "sequences of str). Releases the GIL. Returns an int64 array.");

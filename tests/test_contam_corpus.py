@@ -86,12 +86,19 @@ def _same_words(texts: list[str]) -> None:
 
 
 def test_native_word_split_equals_the_python_rule_on_every_code_point() -> None:
-    # Each code point alone, between ASCII letters, and in runs of 48 neighbours (surrogates included):
-    # the native split reads Python's own word-character table, and words with a non-ASCII character
-    # (whose lower case depends on context, e.g. a final sigma) come back to Python.
+    # Each code point alone, between ASCII letters, and in runs of 48 neighbours (surrogates included): the
+    # native split reads a table of word characters and lower cases taken from this Python.
     every = [chr(c) for c in range(0x110000)]
     _same_words(["".join(every[i : i + 48]) for i in range(0, len(every), 48)])
     _same_words([f"Ab{c}Cd {c}x_{c}" for c in every[::7]])
+
+
+def test_native_sigma_follows_pythons_final_sigma_rule_next_to_every_word_character() -> None:
+    # A capital sigma lowers to a final sigma after a cased character and not before one, skipping
+    # case-ignorable ones in between (modifier letters such as U+02B0 are word characters and case-ignorable).
+    cjk = (0x3400, 0xA000), (0x20000, 0x40000)  # tens of thousands of uncased ideographs: left out for time
+    chars = [chr(c) for c in range(0x110000) if chr(c).isalnum() and not any(lo <= c < hi for lo, hi in cjk)]
+    _same_words([t for c in chars for t in (f"A{c}Σ", f"AΣ{c}", f"{c}Σ", f"Σ{c}Σ", f"ΑΣ{c}{c}Β")])
 
 
 def test_native_word_split_equals_the_python_rule_on_mixed_text() -> None:

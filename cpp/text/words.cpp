@@ -28,44 +28,53 @@ void put_utf8(uint32_t c, std::string& out) {
   }
 }
 
+// CPython's Final_Sigma test for the U+03A3 at s[k] of the word s[begin, end): a cased character before it
+// and none after it, case-ignorable characters skipped.
 template <typename Unit>
-void split(const Unit* s, size_t length, int64_t text, const uint8_t* word_chars, const uint32_t* lower,
-           uint32_t seed, WordIds& out, std::string& bytes) {
-  auto is_word = [word_chars](uint32_t c) { return (word_chars[c >> 3] >> (c & 7)) & 1; };
+bool final_sigma(const Unit* s, size_t begin, size_t end, size_t k, const uint32_t* table) {
+  size_t j = k;
+  while (j > begin && (table[s[j - 1]] & kCaseIgnorable)) --j;
+  if (j == begin || !(table[s[j - 1]] & kCased)) return false;
+  j = k + 1;
+  while (j < end && (table[s[j]] & kCaseIgnorable)) ++j;
+  return j == end || !(table[s[j]] & kCased);
+}
+
+template <typename Unit>
+void split(const Unit* s, size_t length, const uint32_t* table, uint32_t seed, WordIds& out, std::string& bytes) {
   size_t i = 0;
   while (i < length) {
-    while (i < length && !is_word(s[i])) ++i;
+    while (i < length && !(table[s[i]] & kWordChar)) ++i;
     if (i == length) break;
     const size_t begin = i;
     uint32_t any = 0;  // the word's code points or'ed: below 0x80 when it is all ASCII
-    for (; i < length && is_word(s[i]); ++i) any |= s[i];
+    for (; i < length && (table[s[i]] & kWordChar); ++i) any |= s[i];
     bytes.clear();
-    bool whole = true;
     if (any < 0x80) {  // most words: lower-cased without the table (a quarter faster on English text)
       for (size_t k = begin; k < i; ++k) {
         const auto c = static_cast<char>(s[k]);
         bytes.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c));
       }
     } else {
-      for (size_t k = begin; k < i && whole; ++k) {
-        const uint32_t c = lower[s[k]];
-        whole = c != kNotOneCodePoint;
-        if (whole) put_utf8(c, bytes);
+      for (size_t k = begin; k < i; ++k) {
+        const uint32_t entry = table[s[k]];
+        if (!(entry & kSpecialLower)) {
+          put_utf8(entry & kLowerMask, bytes);
+        } else if (s[k] == 0x130) {  // capital I with dot above: i and a combining dot above
+          put_utf8('i', bytes);
+          put_utf8(0x307, bytes);
+        } else {
+          put_utf8(final_sigma(s, begin, i, k, table) ? 0x3C2 : 0x3C3, bytes);
+        }
       }
     }
-    if (whole) {
-      out.ids.push_back(XXH32(bytes.data(), bytes.size(), seed));
-    } else {
-      out.deferred.push_back({static_cast<int64_t>(out.ids.size()), text, static_cast<int64_t>(begin),
-                              static_cast<int64_t>(i)});
-      out.ids.push_back(0);
-    }
+    out.ids.push_back(XXH32(bytes.data(), bytes.size(), seed));
   }
 }
 
 }  // namespace
 
-WordIds word_ids(const CodePoints* texts, size_t n, const uint8_t* word_chars, const uint32_t* lower, uint32_t seed) {
+WordIds word_ids(const CodePoints* texts, size_t n, const uint32_t* table, uint32_t seed) {
   WordIds out;
   out.offsets.reserve(n);
   // A text of L code points holds at most (L + 1) / 2 words. Reserving that (up to 64 MiB; pages are touched
@@ -77,13 +86,12 @@ WordIds word_ids(const CodePoints* texts, size_t n, const uint8_t* word_chars, c
   for (size_t t = 0; t < n; ++t) {
     out.offsets.push_back(static_cast<int64_t>(out.ids.size()));
     const CodePoints& s = texts[t];
-    const auto text = static_cast<int64_t>(t);
     if (s.width == 1) {
-      split(static_cast<const uint8_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+      split(static_cast<const uint8_t*>(s.data), s.size, table, seed, out, bytes);
     } else if (s.width == 2) {
-      split(static_cast<const uint16_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+      split(static_cast<const uint16_t*>(s.data), s.size, table, seed, out, bytes);
     } else {
-      split(static_cast<const uint32_t*>(s.data), s.size, text, word_chars, lower, seed, out, bytes);
+      split(static_cast<const uint32_t*>(s.data), s.size, table, seed, out, bytes);
     }
   }
   return out;

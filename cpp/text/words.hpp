@@ -1,5 +1,6 @@
 // Word ids of the contamination audit's `words` text tokenizer (python/fastmmeval/contam/text_tokens.py):
-// words are maximal runs of word characters, each lower-cased and hashed by XXH32.
+// words are maximal runs of word characters, each lower-cased as Python's str.lower() would and hashed by
+// XXH32.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,25 +10,22 @@
 
 namespace fastmmeval::text {
 
-// In the lower-case table: the character's lower case is not one code point whatever surrounds it
-// (U+0130, and U+03A3 whose lower case depends on its neighbours), so its word is left to the caller.
-constexpr uint32_t kNotOneCodePoint = 0xFFFFFFFF;
-
-// A word left to the caller: ids[position] is the id of text `text`'s code points [begin, end).
-struct DeferredWord {
-  int64_t position, text, begin, end;
-};
+// One entry per code point U+0000..U+10FFFF: its lower case (one code point) and what it is.
+constexpr uint32_t kLowerMask = (uint32_t{1} << 21) - 1;
+constexpr uint32_t kSpecialLower = uint32_t{1} << 21;  // U+0130 (lowers to two) or U+03A3 (by context)
+constexpr uint32_t kCaseIgnorable = uint32_t{1} << 29;
+constexpr uint32_t kCased = uint32_t{1} << 30;  // meaningful for characters that are not case-ignorable
+constexpr uint32_t kWordChar = uint32_t{1} << 31;
 
 struct WordIds {
-  std::vector<uint32_t> ids;           // every text's word ids, text after text
-  std::vector<int64_t> offsets;        // where each text's ids start
-  std::vector<DeferredWord> deferred;  // words holding a kNotOneCodePoint character (their ids are 0)
+  std::vector<uint32_t> ids;     // every text's word ids, text after text
+  std::vector<int64_t> offsets;  // where each text's ids start
 };
 
-// Splits each of the n texts into words (code point c is a word character when bit c % 8 of
-// word_chars[c / 8] is set) and gives each word the id XXH32(UTF-8 of its characters lower-cased by
-// lower[c], seed); lone surrogates are encoded as three bytes, like Python's "surrogatepass". Both tables
-// cover U+0000..U+10FFFF.
-WordIds word_ids(const CodePoints* texts, size_t n, const uint8_t* word_chars, const uint32_t* lower, uint32_t seed);
+// Splits each of the n texts into words (runs of kWordChar characters) and gives each word the id
+// XXH32(UTF-8 of the word lower-cased, seed). Lower case is table[c] & kLowerMask, but for U+0130 (i and
+// U+0307) and U+03A3, which is a final sigma after a cased character and not before one (case-ignorable
+// characters between are skipped; only the word is looked at, as in Python's str.lower() of the word).
+WordIds word_ids(const CodePoints* texts, size_t n, const uint32_t* table, uint32_t seed);
 
 }  // namespace fastmmeval::text

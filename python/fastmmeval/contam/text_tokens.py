@@ -28,24 +28,44 @@ WORDS_VERSION = 1
 _WORD_HASH_SEED = 0x5EED_0001
 _CACHE_LIMIT = 1 << 20
 _CODE_POINTS = 0x110000
-_NOT_ONE_CODE_POINT = 0xFFFF_FFFF
+# The bits of a word_table entry above the lower-case code point (as cpp/text/words.hpp).
+_SPECIAL_LOWER, _CASE_IGNORABLE, _CASED, _WORD_CHAR = 1 << 21, 1 << 29, 1 << 30, 1 << 31
+_SIGMA, _FINAL_SIGMA, _DOTTED_I = 0x3A3, 0x3C2, 0x130
+
+
+def _lower_each(chars: np.ndarray, width: int) -> np.ndarray:
+    """`str.lower()` of a string of code points that keeps its length, as code points, one row per `width`."""
+    text = chars.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    return np.frombuffer(text.lower().encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(-1, width)
 
 
 @functools.lru_cache(maxsize=1)
-def word_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The tables the native split reads: one bit per code point (little-endian within each byte), set for
-    the characters `WORD` takes as word characters; and each code point's `str.lower()` as one code point,
-    or 0xFFFFFFFF where that is not one code point (U+0130 lowers to two; U+03A3 to a final or a non-final
-    sigma, by its neighbours), whose words are left to Python."""
+def word_table() -> np.ndarray:
+    """The table the native split reads, one uint32 per code point, all taken from this Python: its lower case
+    (`str.lower()`, one code point) in the low 21 bits; whether `WORD` takes it as a word character; for
+    word characters, whether it is case-ignorable and whether it is cased (what decides between a final and
+    a non-final sigma); and a flag on U+0130 (lowers to two code points) and U+03A3 (by its neighbours)."""
+    codes = np.arange(_CODE_POINTS, dtype=np.uint32)
     every = "".join(map(chr, range(_CODE_POINTS)))
-    bits = np.zeros(_CODE_POINTS, dtype=bool)
-    for m in WORD.finditer(every):
-        bits[m.start() : m.end()] = True
+    table = codes.copy()
     # Lower-cased in two pieces around U+0130, so that every other character keeps its position.
-    lowered = every[:0x130].lower() + "\0" + every[0x131:].lower()
-    lower = np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint32)
-    lower[[0x130, 0x3A3]] = _NOT_ONE_CODE_POINT
-    return np.packbits(bits, bitorder="little"), lower
+    table[:_DOTTED_I] = _lower_each(codes[:_DOTTED_I], 1)[:, 0]
+    table[_DOTTED_I + 1 :] = _lower_each(codes[_DOTTED_I + 1 :], 1)[:, 0]
+    table[[_DOTTED_I, _SIGMA]] = _SPECIAL_LOWER
+    words = np.zeros(_CODE_POINTS, dtype=bool)
+    for m in WORD.finditer(every):
+        words[m.start() : m.end()] = True
+    table[words] |= _WORD_CHAR
+    # Probes of the Final_Sigma rule: 'cΣ' lowers to a final sigma when c is cased and not case-ignorable,
+    # 'AcΣ' when c is case-ignorable or cased (the spaces between probes are neither).
+    probed = codes[words & (codes != _DOTTED_I)]
+    space, sigma, cap_a = np.full_like(probed, 0x20), np.full_like(probed, _SIGMA), np.full_like(probed, ord("A"))
+    cased = _lower_each(np.stack([probed, sigma, space], axis=1), 3)[:, 1] == _FINAL_SIGMA
+    either = _lower_each(np.stack([cap_a, probed, sigma, space], axis=1), 4)[:, 2] == _FINAL_SIGMA
+    table[probed[cased]] |= _CASED
+    table[probed[either & ~cased]] |= _CASE_IGNORABLE
+    table[_DOTTED_I] |= _CASED if (chr(_DOTTED_I) + chr(_SIGMA)).lower().endswith(chr(_FINAL_SIGMA)) else 0
+    return table
 
 
 def word_id(word: str) -> int:
@@ -108,13 +128,9 @@ class WordTokenizer:
         return np.array(got, dtype=np.uint32)
 
     def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The word ids of all texts, one after another, and where each text's ids start. Split and hashed
-        natively (`_core.word_ids`, GIL released) but for the rare words whose lower case is not one code
-        point per character (with U+0130 or U+03A3), which are hashed here."""
-        ids, offsets, deferred = _core.word_ids(texts, *word_tables(), _WORD_HASH_SEED)
-        if len(deferred):
-            ids[deferred[:, 0]] = self._ids([texts[t][begin:end] for _, t, begin, end in deferred.tolist()])
-        return ids, offsets
+        """The word ids of all texts, one after another, and where each text's ids start (split, lower-cased
+        and hashed natively: `_core.word_ids`, GIL released)."""
+        return _core.word_ids(texts, word_table(), _WORD_HASH_SEED)
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """The word ids of each text."""
