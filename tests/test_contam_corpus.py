@@ -112,6 +112,9 @@ def test_native_word_split_equals_the_python_rule_on_mixed_text() -> None:
     lengths = [len(w) for w in tok.encode(texts)]
     assert offsets.dtype == np.int64 and offsets.tolist() == np.cumsum([0, *lengths])[:-1].tolist()
     assert np.concatenate(tok.encode(texts)).tolist() == ids.tolist()
+    for text in texts[:300]:  # the benchmark side (ids with character spans) agrees with the corpus side
+        spans_ids, spans = tok.encode_spans(text)
+        assert spans_ids.tolist() == tok.encode([text])[0].tolist() and len(spans) == len(spans_ids)
     assert tok.encode([]) == [] and tok.encode_concat([])[0].size == 0
     with pytest.raises(TypeError, match="not str"):
         tok.encode("a plain string")
