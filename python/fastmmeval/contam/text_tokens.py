@@ -26,7 +26,6 @@ from fastmmeval.errors import ConfigError
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 WORDS_VERSION = 1
 _WORD_HASH_SEED = 0x5EED_0001
-_CACHE_LIMIT = 1 << 20
 _CODE_POINTS = 0x110000
 # The bits of a word_table entry above the lower-case code point (as cpp/text/words.hpp).
 _SPECIAL_LOWER, _CASE_IGNORABLE, _CASED, _WORD_CHAR = 1 << 21, 1 << 29, 1 << 30, 1 << 31
@@ -102,30 +101,10 @@ class WordTokenizer:
 
     name = "words"
 
-    def __init__(self) -> None:
-        self._cache: dict[str, int] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._cache = {}
-
     @property
     def fingerprint(self) -> str:
         """`words-v<version>`: the rule and the hash seed are fixed per version."""
         return f"words-v{WORDS_VERSION}"
-
-    def _ids(self, words: list[str]) -> np.ndarray:
-        """Ids of words as found in the text (the cache is keyed by the word before lower-casing)."""
-        got = [self._cache.get(w) for w in words]
-        if None in got:
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            for k, (w, i) in enumerate(zip(words, got, strict=True)):
-                if i is None:
-                    got[k] = self._cache[w] = word_id(w)
-        return np.array(got, dtype=np.uint32)
 
     def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The word ids of all texts, one after another, and where each text's ids start (split, lower-cased
@@ -138,10 +117,8 @@ class WordTokenizer:
         return np.split(ids, offsets[1:]) if len(texts) else []
 
     def encode_spans(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        """Word ids and the span of each word in `text`."""
-        # Words are found before lower-casing (which can change a string's length, e.g. 'İ'), as in encode.
-        matches = list(WORD.finditer(text))
-        return self._ids([m.group() for m in matches]), [m.span() for m in matches]
+        """Word ids and the span of each word in `text` (the regex finds the same words as the native split)."""
+        return self.encode([text])[0], [m.span() for m in WORD.finditer(text)]
 
 
 class HFTextTokenizer:
