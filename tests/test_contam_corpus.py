@@ -24,6 +24,7 @@ from fastmmeval.contam.corpus import (
     open_sources,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
+from fastmmeval.contam.image_tokens import OfflineImageTokenizer
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.reference import reference_counts, reference_word_ids
 from fastmmeval.contam.settings import CorpusError, IndexSettings
@@ -37,9 +38,15 @@ class FixedImageTokenizer:
     name = "fixed"
     fingerprint = "fixed-v0"
 
-    def encode(self, images: list[Image.Image]) -> np.ndarray:
-        means = [int(np.asarray(im).mean()) for im in images]
+    def prepare(self, image: Image.Image) -> np.ndarray:
+        return np.asarray(image)
+
+    def encode_prepared(self, prepared: list[np.ndarray]) -> np.ndarray:
+        means = [int(pixels.mean()) for pixels in prepared]
         return np.array([[m + k for k in range(32)] for m in means], dtype=np.uint32)
+
+    def encode(self, images: list[Image.Image]) -> np.ndarray:
+        return self.encode_prepared([self.prepare(im) for im in images])
 
 
 def _llava(path: Path, records: list[dict]) -> Path:
@@ -178,6 +185,26 @@ def test_llava_turns_are_documents_and_missing_images_are_counted(tmp_path: Path
 
     with pytest.raises(CorpusError, match=r"train2\.json: record 0: field 'conversations'"):
         list(RecordSource(_llava(tmp_path / "train2.json", [{"id": 1}]), "llava", WordTokenizer()).blocks())
+
+
+def test_reader_prepares_images_on_its_threads_as_encode_would(tmp_path: Path) -> None:
+    # The reader decodes and thumbnails on its threads, then runs only the batched step; the tokens are those
+    # of `encode` on the decoded images, whatever the files' modes (RGB, grey, palette with transparency).
+    rng = np.random.default_rng(5)
+    (tmp_path / "img").mkdir()
+    made = []
+    for r, mode in enumerate(["RGB", "L", "RGBA", "P", "RGB"] * 3):
+        image = Image.fromarray(rng.integers(0, 256, (40 + r, 50, 3), dtype=np.uint8)).convert(mode)
+        image.save(tmp_path / "img" / f"{r}.png")
+        made.append({"id": str(r), "image": f"{r}.png", "conversations": [{"from": "human", "value": "?"}]})
+    tok = OfflineImageTokenizer()
+    source = RecordSource(
+        _llava(tmp_path / "train.json", made), "llava", WordTokenizer(), tok, tmp_path / "img", image_batch=4,
+        decode_threads=3,
+    )
+    got = np.concatenate([b.tokens for b in source.blocks() if b.seed == IMAGE_SEED]).reshape(-1, 32)
+    decoded = [Image.open(tmp_path / "img" / f"{r}.png").convert("RGB") for r in range(len(made))]
+    assert np.array_equal(got, tok.encode(decoded))
 
 
 def test_small_blocks_come_out_in_corpus_order(tmp_path: Path) -> None:

@@ -202,9 +202,14 @@ class RecordSource:
             else:
                 return None
             image.load()
-            return image.convert("RGB")
+            return image if image.mode == "RGB" else image.convert("RGB")
         except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
             return None
+
+    def _prepare_image(self, ref: Any) -> np.ndarray | None:
+        """The image tokenizer's input for one image reference, or None if the image cannot be read."""
+        image = self._open_image(ref)
+        return None if image is None else self.image_tokenizer.prepare(image)
 
     def blocks(self) -> Iterator[TokenBlock]:
         """Text blocks (TEXT_SEED) and image blocks (IMAGE_SEED), each holding whole documents."""
@@ -252,11 +257,11 @@ class RecordSource:
     def _image_block(self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]) -> Iterator[TokenBlock]:
         """The readable images of `refs` as one tokenized block (none when no image is readable); the
         unreadable ones are counted."""
-        decoded = list(pool.map(self._open_image, refs))
-        kept = [(image, i) for image, i in zip(decoded, ids, strict=True) if image is not None]
+        prepared = list(pool.map(self._prepare_image, refs))  # decoding and resizing, in parallel
+        kept = [(image, i) for image, i in zip(prepared, ids, strict=True) if image is not None]
         self._missing += len(refs) - len(kept)
         if kept:
-            tokens = np.asarray(self.image_tokenizer.encode([image for image, _ in kept]), dtype=np.uint32)
+            tokens = np.asarray(self.image_tokenizer.encode_prepared([image for image, _ in kept]), dtype=np.uint32)
             yield concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
 
 

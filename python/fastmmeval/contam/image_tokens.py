@@ -28,7 +28,9 @@ TOKENS_PER_IMAGE = 32
 
 
 class ImageTokenizer(Protocol):
-    """Images -> (n, 32) uint32 token ids; picklable (shard sources carry one to Ray workers)."""
+    """Images -> (n, 32) uint32 token ids; picklable (shard sources carry one to Ray workers). Work on one
+    image (`prepare`: resizing, normalising) is separate from the batched step (`encode_prepared`), so that
+    corpus readers run it on their decoding threads."""
 
     name: str
 
@@ -37,9 +39,29 @@ class ImageTokenizer(Protocol):
         """Changes whenever the same image could map to other ids."""
         ...
 
+    def prepare(self, image: Image.Image) -> np.ndarray:
+        """One image's model input (thread-safe)."""
+        ...
+
+    def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """encode_prepared of the prepared images."""
+        ...
+
+    def encode_prepared(self, prepared: Sequence[np.ndarray]) -> np.ndarray:
+        """The 32 token ids of each prepared image, as an (n, 32) uint32 array."""
+        ...
+
+
+class _Encode:
+    """`encode` for tokenizers with `prepare` and `encode_prepared`."""
+
     def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
         """The 32 token ids of each image, as an (n, 32) uint32 array."""
-        ...
+        return self.encode_prepared([self.prepare(image) for image in images])  # type: ignore[attr-defined]
+
+
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def _dct_matrix(n: int) -> np.ndarray:
@@ -50,7 +72,7 @@ def _dct_matrix(n: int) -> np.ndarray:
     return m
 
 
-class OfflineImageTokenizer:
+class OfflineImageTokenizer(_Encode):
     """The built-in substitute for SEED (version 1): 32 tokens from the low-frequency 2-D DCT of a
     centre-weighted 32x32 thumbnail.
 
@@ -90,23 +112,20 @@ class OfflineImageTokenizer:
         """`offline-v<version>`."""
         return f"offline-v{self.VERSION}"
 
-    def thumbnails(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """(n, SIZE, SIZE, 3) float RGB thumbnails (area-averaged, aspect ratio ignored)."""
-        out = np.empty((len(images), self.SIZE, self.SIZE, 3), np.float64)
-        for i, image in enumerate(images):
-            out[i] = np.asarray(image.convert("RGB").resize((self.SIZE, self.SIZE), Image.Resampling.BOX))
-        return out
+    def prepare(self, image: Image.Image) -> np.ndarray:
+        """The (SIZE, SIZE, 3) RGB thumbnail (area-averaged, aspect ratio ignored)."""
+        return np.asarray(_rgb(image).resize((self.SIZE, self.SIZE), Image.Resampling.BOX))
 
     def _low_frequencies(self, planes: np.ndarray) -> np.ndarray:
         """(n, 32) centre-weighted DCT coefficients of (n, SIZE, SIZE) planes, in token order."""
         c = self._dct @ (planes * self._weight) @ self._dct.T
         return c[:, self._rows, self._cols]
 
-    def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """The 32 token ids of each image: position * 16 + 3 * grey level (0..4) + chroma level (0..2)."""
-        if not images:
+    def encode_prepared(self, prepared: Sequence[np.ndarray]) -> np.ndarray:
+        """The 32 token ids of each thumbnail: position * 16 + 3 * grey level (0..4) + chroma level (0..2)."""
+        if not prepared:
             return np.zeros((0, TOKENS_PER_IMAGE), np.uint32)
-        rgb = self.thumbnails(images)
+        rgb = np.stack(prepared).astype(np.float64)
         grey = rgb @ np.array([0.299, 0.587, 0.114])
         grey = grey - grey.mean(axis=(1, 2), keepdims=True)
         grey = grey / (grey.std(axis=(1, 2), keepdims=True) + 1e-6)
@@ -138,7 +157,7 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
-class SeedImageTokenizer:
+class SeedImageTokenizer(_Encode):
     """The real SEED tokenizer, from a folder holding `seed_quantizer.pt` (huggingface.co/AILab-CVC/
     seed-tokenizer-2), `eva_vit_g.pth` (the EVA-CLIP ViT-g that BLIP-2 uses, from the LAVIS bucket),
     `SEED/` (a checkout of github.com/AILab-CVC/SEED, whose `models/seed_qformer` defines the model) and
@@ -209,22 +228,22 @@ class SeedImageTokenizer:
         self.device, self.fp16 = device, fp16
         return self._model
 
-    def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """The 32 SEED codes of each image."""
-        if not images:
+    def prepare(self, image: Image.Image) -> np.ndarray:
+        """The (3, 224, 224) float32 input: bicubic resize, CLIP normalisation."""
+        pixels = np.asarray(_rgb(image).resize((224, 224), Image.Resampling.BICUBIC), np.float32) / 255
+        return ((pixels - SEED_MEAN) / SEED_STD).astype(np.float32).transpose(2, 0, 1)
+
+    def encode_prepared(self, prepared: Sequence[np.ndarray]) -> np.ndarray:
+        """The 32 SEED codes of each prepared image."""
+        if not prepared:
             return np.zeros((0, TOKENS_PER_IMAGE), np.uint32)
         import torch
 
         model = self.model()
-        pixels = np.stack([
-            (np.asarray(im.convert("RGB").resize((224, 224), Image.Resampling.BICUBIC), np.float32) / 255 - SEED_MEAN)
-            / SEED_STD
-            for im in images
-        ]).transpose(0, 3, 1, 2)
-        x = torch.from_numpy(pixels.astype(np.float32)).to(self.device)
+        x = torch.from_numpy(np.stack(prepared)).to(self.device)
         with torch.no_grad():
             ids, _ = model.get_codebook_indices(x.half() if self.fp16 else x)
-        return ids.view(len(images), -1).cpu().numpy().astype(np.uint32)
+        return ids.view(len(prepared), -1).cpu().numpy().astype(np.uint32)
 
 
 def make_image_tokenizer(spec: str) -> OfflineImageTokenizer | SeedImageTokenizer | None:
