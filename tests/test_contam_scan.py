@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -222,7 +223,9 @@ def test_add_compact_stats_and_tokenizer_checks(planted: dict, tmp_path: Path, c
     assert main(["contam", "stats", "--index", str(index)]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["generations"] == 2 and stats["missing_images"] == 0  # text only: images are never opened
-    assert stats["meta"]["text_tokenizer"] == {"spec": "words", "fingerprint": "words-v1"}
+    assert stats["meta"]["text_tokenizer"] == {
+        "spec": "words", "fingerprint": "words-v1", "unicode": unicodedata.unidata_version,
+    }
     assert main(["contam", "compact", "--index", str(index)]) == 0
     capsys.readouterr()
     assert main(["contam", "stats", "--index", str(index)]) == 0
@@ -238,6 +241,17 @@ def test_add_compact_stats_and_tokenizer_checks(planted: dict, tmp_path: Path, c
     report = json.loads((out / "contam_report.json").read_text())
     assert _flagged(report, "text_overlap") == {("demo_yesno", "astronaut_helmet_on")}
     assert _flagged(report, "image_overlap") == set()
+    # An index whose words were split under another Unicode version: adding to it is refused (it would mix
+    # two splits), a scan goes on with a warning naming both versions.
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["meta"]["text_tokenizer"]["unicode"] = "9.0.0"
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["contam", "add", "--index", str(index), shard, "--no_progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"split under Unicode 9.0.0, this Python's is {unicodedata.unidata_version}" in err and "contam add" in err
+    assert main(args) == 0
+    assert "warning: the index's words were split under Unicode 9.0.0" in capsys.readouterr().err
 
 
 def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> None:

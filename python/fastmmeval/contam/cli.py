@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +117,26 @@ def _tokenizers(text_spec: str, image_spec: str) -> tuple[Any, Any]:
 
 
 def _describe(tok: Any, spec: str) -> dict[str, Any] | None:
-    return None if tok is None else {"spec": spec, "fingerprint": tok.fingerprint}
+    if tok is None:
+        return None
+    unicode = getattr(tok, "unicode_version", None)
+    return {"spec": spec, "fingerprint": tok.fingerprint, **({"unicode": unicode} if unicode else {})}
 
 
-def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace) -> tuple[Any, Any]:
-    """The tokenizers an index was built with (or the ones given, if their fingerprints agree)."""
+def _unicode_drift(recorded: dict[str, Any], tok: Any) -> str | None:
+    """Why the text tokenizer may split some text otherwise than when the index was built, or None."""
+    built, here = recorded.get("unicode"), getattr(tok, "unicode_version", None)
+    if built is None or here is None or built == here:
+        return None
+    return (
+        f"the index's words were split under Unicode {built}, this Python's is {here}: words holding characters "
+        "assigned or re-classified in between may split differently"
+    )
+
+
+def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace, adding: bool = False) -> tuple[Any, Any]:
+    """The tokenizers an index was built with (or the ones given, if their fingerprints agree). Under another
+    Unicode version than the build's, adding is refused (the index would mix two splits) and a scan warns."""
     recorded_text = meta.get("text_tokenizer") or {}
     recorded_image = meta.get("image_tokenizer")
     text_spec = args.text_tokenizer or recorded_text.get("spec", "words")
@@ -131,6 +147,11 @@ def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace) -> tuple[A
             f"--text_tokenizer {text_spec}: fingerprint {text_tok.fingerprint} differs from the index's "
             f"{recorded_text.get('fingerprint')} ({recorded_text.get('spec')}); its n-grams would never match"
         )
+    drift = _unicode_drift(recorded_text, text_tok)
+    if drift and adding:
+        raise ConfigError(f"contam add: {drift}; add with the Python that built the index, or build a new one")
+    if drift:
+        print(f"fastmmeval: warning: {drift}", file=sys.stderr)
     if image_tok is not None:
         if recorded_image is None:
             raise ConfigError(f"--image_tokenizer {image_spec}: the index was built without image tokens")
@@ -194,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
         _print_build(console, index.add(sources, engine=args.engine, progress=not args.no_progress), args.index)
     elif command == "add":
         index = NgramIndex.open(args.index)
-        text_tok, image_tok = _index_tokenizers(index.meta, args)
+        text_tok, image_tok = _index_tokenizers(index.meta, args, adding=True)
         sources = _sources(args, args.corpus, text_tok, image_tok)
         _print_build(console, index.add(sources, engine=args.engine, progress=not args.no_progress), args.index)
     elif command == "compact":

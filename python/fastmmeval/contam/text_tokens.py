@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -105,6 +106,13 @@ class WordTokenizer:
     def fingerprint(self) -> str:
         """`words-v<version>`: the rule and the hash seed are fixed per version."""
         return f"words-v{WORDS_VERSION}"
+
+    @property
+    def unicode_version(self) -> str:
+        """The Unicode database that decides what a word character is and how it lower-cases: the running
+        Python's (its regex and `str.lower`), so a newer Python may split text with newly assigned or
+        re-classified characters differently."""
+        return unicodedata.unidata_version
 
     def encode_concat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The word ids of all texts, one after another, and where each text's ids start (split, lower-cased
