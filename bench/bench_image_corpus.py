@@ -6,7 +6,7 @@ LLaVA's COCO images by default. Two readers tokenize the same images with the bu
 tokenizer on the same threads:
 
 - ours: `RecordSource.blocks()`, which decodes each image and makes its thumbnail on the decoding threads
-  and runs only the batched DCT step after them;
+  and runs only the batched DCT step on the calling thread, while the next batch is decoded;
 - serial prepare: images decoded on the same threads, then `tokenizer.encode(images)` on the calling thread
   (thumbnails one after another), the shape the reader had before.
 

@@ -6,6 +6,7 @@ import collections
 import io
 import json
 import pickle
+import time
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +206,43 @@ def test_reader_prepares_images_on_its_threads_as_encode_would(tmp_path: Path) -
     got = np.concatenate([b.tokens for b in source.blocks() if b.seed == IMAGE_SEED]).reshape(-1, 32)
     decoded = [Image.open(tmp_path / "img" / f"{r}.png").convert("RGB") for r in range(len(made))]
     assert np.array_equal(got, tok.encode(decoded))
+
+
+class SlowBatchTokenizer(FixedImageTokenizer):
+    """A batched step that takes wall time without holding the GIL (as a GPU model does); logs when things ran."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, float, float]] = []
+
+    def prepare(self, image: Image.Image) -> np.ndarray:
+        start = time.perf_counter()
+        pixels = super().prepare(image)
+        self.log.append(("prepare", start, time.perf_counter()))
+        return pixels
+
+    def encode_prepared(self, prepared: list[np.ndarray]) -> np.ndarray:
+        start = time.perf_counter()
+        time.sleep(0.05)
+        self.log.append(("encode", start, time.perf_counter()))
+        return super().encode_prepared(prepared)
+
+
+def test_next_image_batch_is_decoded_while_this_one_is_tokenized(tmp_path: Path) -> None:
+    (tmp_path / "img").mkdir()
+    records = []
+    for r in range(12):
+        Image.new("RGB", (8, 8), (r, r, r)).save(tmp_path / "img" / f"{r}.png")
+        records.append({"id": str(r), "image": f"{r}.png", "conversations": [{"from": "human", "value": "?"}]})
+    tok = SlowBatchTokenizer()
+    source = RecordSource(
+        _llava(tmp_path / "train.json", records), "llava", WordTokenizer(), tok, tmp_path / "img", image_batch=4
+    )
+    images = [b for b in source.blocks() if b.seed == IMAGE_SEED]
+    assert [list(b.ids) for b in images] == [[str(r) for r in range(k, k + 4)] for k in (0, 4, 8)]
+    encodes = [(start, end) for kind, start, end in tok.log if kind == "encode"]
+    prepares = sorted(start for kind, start, _ in tok.log if kind == "prepare")
+    # Batch k + 1's images were being decoded and prepared before batch k's batched step ended.
+    assert len(encodes) == 3 and all(prepares[4 * (k + 1)] < encodes[k][1] for k in range(2))
 
 
 def test_small_blocks_come_out_in_corpus_order(tmp_path: Path) -> None:

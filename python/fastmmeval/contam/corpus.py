@@ -15,8 +15,9 @@ from __future__ import annotations
 import glob
 import io
 import json
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,11 +220,19 @@ class RecordSource:
         chars = 0
         refs: list[Any] = []
         image_ids: list[str] = []
-        # Decoding images dominates an image corpus; PIL releases the GIL, so a batch decodes in parallel. A
-        # text block is tokenized on the pool too (the `words` split releases the GIL) while the next records
-        # are parsed; blocks still come out in corpus order.
+        # Decoding images dominates an image corpus: PIL releases the GIL, so a batch is decoded and prepared
+        # on the pool, and so is a text block tokenized (the `words` split releases the GIL too). Blocks wait
+        # in `ahead` in corpus order; the oldest is finished here (an image batch's batched tokenizer step:
+        # the DCT, or SEED's model) only once the next one is under way, while the records after it are read.
+        ahead: deque[Callable[[], TokenBlock | None]] = deque()
+
+        def finished(depth: int) -> Iterator[TokenBlock]:
+            while len(ahead) > depth:
+                block = ahead.popleft()()
+                if block is not None:
+                    yield block
+
         with ThreadPoolExecutor(self.decode_threads) as pool:
-            pending: Future[TokenBlock] | None = None
             for record in self.records():
                 for text in record.texts:
                     texts.append(text)
@@ -234,35 +243,40 @@ class RecordSource:
                     image_ids.extend([record.id] * len(record.images))
                 # ~5 characters per word token: a block stays near block_tokens without tokenizing twice.
                 if chars >= 5 * self.block_tokens:
-                    if pending is not None:
-                        yield pending.result()
-                    pending = pool.submit(self._text_block, texts, text_ids)
+                    ahead.append(pool.submit(self._text_block, texts, text_ids).result)
                     texts, text_ids, chars = [], [], 0
+                    yield from finished(1)
                 if len(refs) >= self.image_batch:
-                    if pending is not None:
-                        yield pending.result()
-                        pending = None
-                    yield from self._image_block(pool, refs, image_ids)
+                    ahead.append(self._image_batch(pool, refs, image_ids))
                     refs, image_ids = [], []
-            if pending is not None:
-                yield pending.result()
+                    yield from finished(1)
             if texts:
-                yield self._text_block(texts, text_ids)
-            yield from self._image_block(pool, refs, image_ids)
+                ahead.append(pool.submit(self._text_block, texts, text_ids).result)
+            if refs:
+                ahead.append(self._image_batch(pool, refs, image_ids))
+            yield from finished(0)
 
     def _text_block(self, texts: list[str], ids: list[str]) -> TokenBlock:
         tokens, offsets = self.text_tokenizer.encode_concat(texts)
         return TokenBlock(tokens, offsets, TEXT_SEED, ids)
 
-    def _image_block(self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]) -> Iterator[TokenBlock]:
-        """The readable images of `refs` as one tokenized block (none when no image is readable); the
-        unreadable ones are counted."""
-        prepared = list(pool.map(self._prepare_image, refs))  # decoding and resizing, in parallel
-        kept = [(image, i) for image, i in zip(prepared, ids, strict=True) if image is not None]
-        self._missing += len(refs) - len(kept)
-        if kept:
+    def _image_batch(
+        self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]
+    ) -> Callable[[], TokenBlock | None]:
+        """Starts decoding and preparing `refs` on the pool; returns what finishes them: the readable images as
+        one tokenized block (None when no image is readable), the unreadable ones counted."""
+        prepared = [pool.submit(self._prepare_image, ref) for ref in refs]
+
+        def finish() -> TokenBlock | None:
+            kept = [(f.result(), i) for f, i in zip(prepared, ids, strict=True)]
+            kept = [(image, i) for image, i in kept if image is not None]
+            self._missing += len(refs) - len(kept)
+            if not kept:
+                return None
             tokens = np.asarray(self.image_tokenizer.encode_prepared([image for image, _ in kept]), dtype=np.uint32)
-            yield concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
+            return concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
+
+        return finish
 
 
 def guess_format(path: Path) -> str:
