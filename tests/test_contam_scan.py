@@ -195,8 +195,9 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
 
 def test_streaming_audit_without_index_flags_the_same(planted: dict, tmp_path: Path) -> None:
     out = tmp_path / "stream"
+    # One decoding thread and batches of three images: the same findings as the defaults give.
     assert main(["contam", "scan", "--tasks", ",".join(TASKS), "--out", str(out), "--corpus", str(planted["shard"]),
-                 "--no_progress"]) == 0  # fmt: skip
+                 "--decode_threads", "1", "--image_batch", "3", "--no_progress"]) == 0  # fmt: skip
     report = json.loads((out / "contam_report.json").read_text())
     _check(report, planted, with_ids=True)
     assert report["settings"]["mode"] == "stream"

@@ -51,6 +51,14 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image_field", default="image", help="jsonl/parquet: image column (path, bytes or {bytes, path})")
     p.add_argument("--id_field", default="id", help="jsonl/parquet: training id column")
     p.add_argument("--modality", default="text", choices=["text", "image"], help="tokens shards: what the ids are")
+    p.add_argument(
+        "--decode_threads", type=int, default=0,
+        help="threads decoding and preparing images of record shards (default 0: the cores this process may use)",
+    )  # fmt: skip
+    p.add_argument(
+        "--image_batch", type=int, default=None,
+        help="images per batched image-tokenizer step (default 64; larger suits SEED on a GPU)",
+    )  # fmt: skip
 
 
 def _add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -164,7 +172,7 @@ def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace, adding: bo
 
 
 def _sources(args: argparse.Namespace, specs: list[str], text_tok: Any, image_tok: Any) -> list[Any]:
-    from fastmmeval.contam.corpus import open_sources
+    from fastmmeval.contam.corpus import IMAGE_BATCH, open_sources
 
     return open_sources(
         specs,
@@ -176,6 +184,8 @@ def _sources(args: argparse.Namespace, specs: list[str], text_tok: Any, image_to
         args.image_field or None,
         args.id_field or None,
         args.modality,
+        image_batch=args.image_batch or IMAGE_BATCH,
+        decode_threads=args.decode_threads,
     )
 
 

@@ -28,6 +28,7 @@ from PIL import Image, UnidentifiedImageError
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
 from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
+from fastmmeval.distributed import available_cores
 from fastmmeval.tasks.sources import iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
@@ -129,7 +130,7 @@ class RecordSource:
     id_field: str | None = "id"
     block_tokens: int = BLOCK_TOKENS
     image_batch: int = IMAGE_BATCH
-    decode_threads: int = 4
+    decode_threads: int = 0  # threads decoding and preparing images (0: the cores this process may use)
     name: str = ""
     _missing: int = field(default=0, init=False, repr=False)
 
@@ -137,6 +138,11 @@ class RecordSource:
         self.path = Path(self.path)
         if self.format not in ("llava", "jsonl", "parquet"):
             raise CorpusError(f"{self.path}: unknown record format {self.format!r}")
+        if self.image_batch < 1 or self.decode_threads < 0:
+            raise CorpusError(
+                f"{self.path}: image_batch must be at least 1 and decode_threads at least 0 (0: every core), "
+                f"not {self.image_batch} and {self.decode_threads}"
+            )
         self.name = self.name or str(self.path)
 
     def missing_images(self) -> int:
@@ -232,7 +238,7 @@ class RecordSource:
                 if block is not None:
                     yield block
 
-        with ThreadPoolExecutor(self.decode_threads) as pool:
+        with ThreadPoolExecutor(self.decode_threads or available_cores()) as pool:
             for record in self.records():
                 for text in record.texts:
                     texts.append(text)
@@ -311,6 +317,8 @@ def open_sources(
     id_field: str | None = "id",
     modality: str = "text",
     block_tokens: int = BLOCK_TOKENS,
+    image_batch: int = IMAGE_BATCH,
+    decode_threads: int = 0,
 ) -> list[RecordSource | TokenShardSource]:
     """One source per shard file matched by `specs` (paths or globs); `format` 'auto' guesses from names."""
     sources: list[RecordSource | TokenShardSource] = []
@@ -325,7 +333,7 @@ def open_sources(
             sources.append(
                 RecordSource(
                     path, fmt, text_tokenizer, image_tokenizer, root, tuple(text_fields), image_field, id_field,
-                    block_tokens,
+                    block_tokens, image_batch, decode_threads,
                 )
             )
         else:
