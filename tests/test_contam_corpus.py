@@ -23,6 +23,7 @@ from fastmmeval.contam.corpus import (
     guess_format,
     iter_json_array,
     open_sources,
+    without_images,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
 from fastmmeval.contam.image_tokens import OfflineImageTokenizer
@@ -326,6 +327,7 @@ def test_token_shards_stream_whole_documents_in_bounded_blocks(tmp_path: Path, d
     assert counts.tolist() == [min(expected[q], 11) for q in queries.tolist()]
     image_source = TokenShardSource(path, modality="image")
     assert {b.seed for b in image_source.blocks()} == {IMAGE_SEED}
+    assert without_images(image_source) is None and without_images(source) is source
 
 
 def test_token_shard_errors_name_the_file(tmp_path: Path) -> None:

@@ -183,7 +183,17 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
     report = json.loads((out / "contam_report.json").read_text())
     _check(report, planted, with_ids=True)
     assert report["corpus"]["index"]["missing_images"] == 2
+    assert report["corpus"]["streamed"] == {"shards": 1, "images_read": True, "missing_images": 2}
     assert report["settings"]["mode"] == "index"
+
+    # The first four yes/no questions share no text and no image with the corpus: naming training ids streams
+    # the corpus again without decoding its images.
+    few = tmp_path / "few"
+    assert main(["contam", "scan", "--index", str(index), "--tasks", "demo_yesno", "--limit", "4", "--out", str(few),
+                 "--corpus", shard, "--no_progress"]) == 0  # fmt: skip
+    report = json.loads((few / "contam_report.json").read_text())
+    assert _flagged(report, "flagged") == set()
+    assert report["corpus"]["streamed"] == {"shards": 1, "images_read": False, "missing_images": None}
 
     rows = list(csv.DictReader((out / "contam_instances.csv").open()))
     assert len(rows) == len(planted["all"])

@@ -280,6 +280,8 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     }
     paths = write_report(args.out, report)
     console.print(summary_table(report))
-    missing = {k: v.get("missing_images") for k, v in report["corpus"].items()}
+    missing = {k: v["missing_images"] for k, v in report["corpus"].items() if v.get("missing_images") is not None}
     console.print(f"images missing or unreadable in the corpus: {missing}")
+    if not report["corpus"].get("streamed", {}).get("images_read", True):
+        console.print("the corpus was streamed again without its images: no image n-gram matched the index")
     console.print("report: " + ", ".join(str(p) for p in paths))

@@ -18,7 +18,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
-from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, TokenBlock, concat_docs
+from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
 from fastmmeval.distributed import available_cores
 from fastmmeval.tasks.sources import iter_jsonl
@@ -283,6 +283,16 @@ class RecordSource:
             return concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
 
         return finish
+
+
+def without_images(source: ShardSource) -> ShardSource | None:
+    """The source with its images left out: a record source reads only its text, a shard of image tokens is
+    dropped (None), any other source stays as it is."""
+    if isinstance(source, RecordSource):
+        return replace(source, image_tokenizer=None)
+    if isinstance(source, TokenShardSource) and source.modality == "image":
+        return None
+    return source
 
 
 def guess_format(path: Path) -> str:

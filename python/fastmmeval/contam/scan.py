@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from fastmmeval.contam.corpus import without_images
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.near_dup import NearDupFinder
@@ -249,26 +250,40 @@ def scan(
     parts = [i.text_hashes for i in every] + [h for i in every for h in i.image_hashes]
     queries = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
-    finder = None
-    if corpus and options.near_dup_threshold is not None:
-        finder = NearDupFinder(options.near_dup_threshold, options.max_ids)
-        finder.add_questions([(f"{i.task}\0{i.doc_id}", i.text_ids) for i in every])
-    sources = [_Tap(s, finder.feed) for s in corpus] if corpus and finder else list(corpus or [])
-
     ids_by_hash: dict[int, list[str]] | None = None
     corpus_info: dict[str, Any] = {}
+    sources = list(corpus or [])
+    images_read = True
     if index is not None:
         counts = index.counts(queries) if len(queries) else np.zeros(0, np.uint8)
         corpus_info["index"] = {k: index.stats()[k] for k in ("tokens", "docs", "missing_images")}
-        if sources:
-            matched = queries[(counts > 0) & (counts <= settings.threshold)]
-            _, ids = stream_counts(matched, sources, settings, options.max_ids, progress=options.progress)
+        matched = queries[(counts > 0) & (counts <= settings.threshold)]
+        image_queries = [h for i in every for h in i.image_hashes]
+        # Naming the training ids of matches streams the corpus again; its images (decoding them, and with
+        # SEED the model again) are only worth reading if some image n-gram matched.
+        images_read = bool(image_queries) and bool(np.isin(matched, np.concatenate(image_queries)).any())
+        if not images_read:
+            sources = [s for s in map(without_images, sources) if s is not None]
+
+    finder = None
+    if sources and options.near_dup_threshold is not None:
+        finder = NearDupFinder(options.near_dup_threshold, options.max_ids)
+        finder.add_questions([(f"{i.task}\0{i.doc_id}", i.text_ids) for i in every])
+    streamed = [_Tap(s, finder.feed) for s in sources] if finder else sources
+
+    if index is not None:
+        if streamed:
+            _, ids = stream_counts(matched, streamed, settings, options.max_ids, progress=options.progress)
             ids_by_hash = {int(h): i for h, i in zip(matched, ids, strict=True)}
     else:
-        counts, ids = stream_counts(queries, sources, settings, options.max_ids, progress=options.progress)
+        counts, ids = stream_counts(queries, streamed, settings, options.max_ids, progress=options.progress)
         ids_by_hash = {int(h): i for h, i in zip(queries, ids, strict=True) if i}
-    if sources:
-        corpus_info["streamed"] = {"shards": len(sources), "missing_images": sum(s.missing_images() for s in sources)}
+    if streamed:
+        corpus_info["streamed"] = {
+            "shards": len(streamed),
+            "images_read": images_read,
+            "missing_images": sum(s.missing_images() for s in streamed) if images_read else None,
+        }
     count_of = dict(zip(queries.tolist(), counts.astype(np.int64).tolist(), strict=True))
 
     report: dict[str, Any] = {"tasks": {}, "corpus": corpus_info}
