@@ -212,3 +212,15 @@ def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(RayEngineError, match=r"pip install 'fastmmeval\[contam\]'"):
         index.add(_sources()[1:], engine="ray", progress=False)
     assert NgramIndex.open(tmp_path / "idx").stats()["generations"] == 0
+
+
+def test_a_ray_task_decodes_images_on_its_one_cpu(tmp_path: Path) -> None:
+    from fastmmeval.contam.corpus import RecordSource
+    from fastmmeval.contam.text_tokens import WordTokenizer
+
+    shard = tmp_path / "train.json"
+    shard.write_text("[]")
+    every_core = RecordSource(shard, "llava", WordTokenizer())
+    assert ray_engine._one_core(every_core).decode_threads == 1  # not every core of the node, in every task
+    three = RecordSource(shard, "llava", WordTokenizer(), decode_threads=3)
+    assert ray_engine._one_core(three) is three  # asked for explicitly

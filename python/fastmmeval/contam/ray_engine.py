@@ -89,6 +89,14 @@ def _stop(ray: Any, refs: list[Any]) -> None:
         _, refs = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
 
 
+def _one_core(source: ShardSource) -> ShardSource:
+    """The source as a one-CPU task reads it: images decoded on one thread where it would take every core of
+    the node (decode_threads 0), as every task on the node would."""
+    if getattr(source, "decode_threads", None) == 0:
+        return replace(source, decode_threads=1)  # type: ignore[type-var]
+    return source
+
+
 def run(
     sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, settings: IndexSettings, progress: bool = True
 ) -> dict[str, int]:
@@ -103,7 +111,7 @@ def run(
     submitted: list[Any] = []
     try:
         map_task = ray.remote(num_cpus=1, memory=task_settings.memory_bytes, max_retries=MAP_RETRIES)(map_shard)
-        maps = {map_task.remote(s, run_dir, task_settings): f"map of source {s.name!r}" for s in sources}
+        maps = {map_task.remote(_one_core(s), run_dir, task_settings): f"map of source {s.name!r}" for s in sources}
         submitted += maps
         stats = _gather(ray, maps, "ray map", progress).values()
         seg_dir.mkdir(parents=True, exist_ok=True)
