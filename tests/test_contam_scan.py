@@ -285,7 +285,9 @@ def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> Non
     out = tmp_path / "out"
     assert main(["contam", "scan", "--include_path", str(tasks), "--tasks", "local_colours", "--corpus", str(corpus),
                  "--image_tokenizer", "none", "--out", str(out), "--no_progress"]) == 0  # fmt: skip
-    report = json.loads((out / "contam_report.json").read_text())["tasks"]["local_colours"]
+    full = json.loads((out / "contam_report.json").read_text())
+    assert full["corpus"]["streamed"] == {"shards": 1, "images_read": False, "missing_images": None}  # text only
+    report = full["tasks"]["local_colours"]
     assert report["errors"] == 1 and report["flagged"] == 1
     q1, q2 = report["instance_results"]
     assert q1["text"]["training_ids"] == ["t1"] and q1["text"]["fraction"] == 1.0

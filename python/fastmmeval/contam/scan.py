@@ -253,7 +253,7 @@ def scan(
     ids_by_hash: dict[int, list[str]] | None = None
     corpus_info: dict[str, Any] = {}
     sources = list(corpus or [])
-    images_read = True
+    images_read = image_tokenizer is not None
     if index is not None:
         counts = index.counts(queries) if len(queries) else np.zeros(0, np.uint8)
         corpus_info["index"] = {k: index.stats()[k] for k in ("tokens", "docs", "missing_images")}
