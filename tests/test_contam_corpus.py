@@ -26,7 +26,7 @@ from fastmmeval.contam.corpus import (
     without_images,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
-from fastmmeval.contam.image_tokens import OfflineImageTokenizer
+from fastmmeval.contam.image_tokens import ImageTokenizerBase, OfflineImageTokenizer
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.reference import reference_counts, reference_word_ids
 from fastmmeval.contam.settings import CorpusError, IndexSettings
@@ -34,7 +34,7 @@ from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_t
 from fastmmeval.contam.token_shards import TokenShardSource, write_token_shard
 
 
-class FixedImageTokenizer:
+class FixedImageTokenizer(ImageTokenizerBase):
     """Stands in for an image tokenizer: 32 tokens from the image's mean colour."""
 
     name = "fixed"
@@ -46,9 +46,6 @@ class FixedImageTokenizer:
     def encode_prepared(self, prepared: list[np.ndarray]) -> np.ndarray:
         means = [int(pixels.mean()) for pixels in prepared]
         return np.array([[m + k for k in range(32)] for m in means], dtype=np.uint32)
-
-    def encode(self, images: list[Image.Image]) -> np.ndarray:
-        return self.encode_prepared([self.prepare(im) for im in images])
 
 
 def _llava(path: Path, records: list[dict]) -> Path:

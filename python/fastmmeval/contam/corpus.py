@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.image_tokens import as_rgb
 from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
 from fastmmeval.distributed import available_cores
@@ -209,7 +210,7 @@ class RecordSource:
             else:
                 return None
             image.load()
-            return image if image.mode == "RGB" else image.convert("RGB")
+            return as_rgb(image)
         except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
             return None
 

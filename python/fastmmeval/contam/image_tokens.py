@@ -52,15 +52,16 @@ class ImageTokenizer(Protocol):
         ...
 
 
-class _Encode:
-    """`encode` for tokenizers with `prepare` and `encode_prepared`."""
+class ImageTokenizerBase:
+    """Gives `encode` to an image tokenizer that defines `prepare` and `encode_prepared`."""
 
     def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
         """The 32 token ids of each image, as an (n, 32) uint32 array."""
         return self.encode_prepared([self.prepare(image) for image in images])  # type: ignore[attr-defined]
 
 
-def _rgb(image: Image.Image) -> Image.Image:
+def as_rgb(image: Image.Image) -> Image.Image:
+    """The image in RGB (itself, not a copy, if it already is)."""
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
@@ -72,7 +73,7 @@ def _dct_matrix(n: int) -> np.ndarray:
     return m
 
 
-class OfflineImageTokenizer(_Encode):
+class OfflineImageTokenizer(ImageTokenizerBase):
     """The built-in substitute for SEED (version 1): 32 tokens from the low-frequency 2-D DCT of a
     centre-weighted 32x32 thumbnail.
 
@@ -114,7 +115,7 @@ class OfflineImageTokenizer(_Encode):
 
     def prepare(self, image: Image.Image) -> np.ndarray:
         """The (SIZE, SIZE, 3) RGB thumbnail (area-averaged, aspect ratio ignored)."""
-        return np.asarray(_rgb(image).resize((self.SIZE, self.SIZE), Image.Resampling.BOX))
+        return np.asarray(as_rgb(image).resize((self.SIZE, self.SIZE), Image.Resampling.BOX))
 
     def _low_frequencies(self, planes: np.ndarray) -> np.ndarray:
         """(n, 32) centre-weighted DCT coefficients of (n, SIZE, SIZE) planes, in token order."""
@@ -157,7 +158,7 @@ def _working_dir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
-class SeedImageTokenizer(_Encode):
+class SeedImageTokenizer(ImageTokenizerBase):
     """The real SEED tokenizer, from a folder holding `seed_quantizer.pt` (huggingface.co/AILab-CVC/
     seed-tokenizer-2), `eva_vit_g.pth` (the EVA-CLIP ViT-g that BLIP-2 uses, from the LAVIS bucket),
     `SEED/` (a checkout of github.com/AILab-CVC/SEED, whose `models/seed_qformer` defines the model) and
@@ -230,7 +231,7 @@ class SeedImageTokenizer(_Encode):
 
     def prepare(self, image: Image.Image) -> np.ndarray:
         """The (3, 224, 224) float32 input: bicubic resize, CLIP normalisation."""
-        pixels = np.asarray(_rgb(image).resize((224, 224), Image.Resampling.BICUBIC), np.float32) / 255
+        pixels = np.asarray(as_rgb(image).resize((224, 224), Image.Resampling.BICUBIC), np.float32) / 255
         return ((pixels - SEED_MEAN) / SEED_STD).astype(np.float32).transpose(2, 0, 1)
 
     def encode_prepared(self, prepared: Sequence[np.ndarray]) -> np.ndarray:
