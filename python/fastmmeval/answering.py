@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
 from fastmmeval.errors import DocError
 from fastmmeval.models import Model
+from fastmmeval.pools import ordered_map
 from fastmmeval.protocol import Doc, Request, Response
 from fastmmeval.tasks.task import DocRef, Task
 
@@ -50,18 +51,7 @@ def prepared_docs(
             for start in range(0, len(refs), ahead):
                 yield from list(pool.map(partial(_prepare, model, task, seed=seed), refs[start : start + ahead]))
             return
-        window: deque[Future[Prepared]] = deque()
-        pending = iter(refs)
-        for ref in pending:
-            window.append(pool.submit(_prepare, model, task, ref, seed))
-            if len(window) >= ahead:
-                break
-        while window:
-            item = window.popleft().result()
-            nxt = next(pending, None)
-            if nxt is not None:
-                window.append(pool.submit(_prepare, model, task, nxt, seed))
-            yield item
+        yield from ordered_map(pool, partial(_prepare, model, task, seed=seed), refs, ahead)
 
 
 Answered = list[tuple[Prepared, Response | None]]

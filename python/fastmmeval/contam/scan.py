@@ -18,7 +18,9 @@ matched hashes), and near-duplicate questions are found in the same pass.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,9 @@ from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.near_dup import NearDupFinder
 from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock
+from fastmmeval.distributed import available_cores
 from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.pools import ordered_map
 from fastmmeval.protocol import ImagePart, TextPart
 from fastmmeval.tasks.task import Task
 
@@ -55,16 +59,30 @@ def _window_hashes(tokens: np.ndarray, n: int, seed: int) -> np.ndarray:
     return ngram_hashes(np.asarray(tokens, np.uint32), np.zeros(1, np.int64), n, seed)
 
 
+def _read_doc(task: Task, image_tokenizer: Any, ref: Any) -> tuple[str | None, str, list[np.ndarray]]:
+    """(why the doc cannot be read, or None; its question text; its images prepared for the image tokenizer)."""
+    try:
+        request = task.request(task.doc(ref), 0)
+    except DocError as e:
+        return str(e), "", []
+    parts = [p for m in request.messages for p in m.content]
+    question = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    if image_tokenizer is None:
+        return None, question, []
+    return None, question, [image_tokenizer.prepare(p.image) for p in parts if isinstance(p, ImagePart)]
+
+
 def read_instances(
     task: Task, text_tokenizer: Any, image_tokenizer: Any, n: int, limit: int | None = None, progress: bool = True
 ) -> list[Instance]:
-    """Every doc of `task` as an Instance; images are tokenized in batches and not kept."""
+    """Every doc of `task` as an Instance; docs are read and their images decoded and prepared on a pool of
+    threads (in order, a few ahead), then tokenized in batches and not kept."""
     out: list[Instance] = []
-    pending: list[tuple[Instance, list[Any]]] = []
+    pending: list[tuple[Instance, list[np.ndarray]]] = []
 
     def flush() -> None:
-        images = [im for _, ims in pending for im in ims]
-        tokens = image_tokenizer.encode(images) if images else np.zeros((0, 0), np.uint32)
+        prepared = [im for _, ims in pending for im in ims]
+        tokens = image_tokenizer.encode_prepared(prepared) if prepared else np.zeros((0, 0), np.uint32)
         k = 0
         for inst, ims in pending:
             inst.image_hashes = [_window_hashes(tokens[k + j], n, IMAGE_SEED) for j in range(len(ims))]
@@ -72,22 +90,24 @@ def read_instances(
         pending.clear()
 
     refs = task.doc_refs(limit)
-    for ref in tqdm(refs, desc=f"read {task.name}", unit="doc", disable=not progress):
-        inst = Instance(task.name, ref.id)
-        out.append(inst)
-        try:
-            request = task.request(task.doc(ref), 0)
-        except DocError as e:
-            inst.error = str(e)
-            continue
-        parts = [p for m in request.messages for p in m.content]
-        inst.question = "\n".join(p.text for p in parts if isinstance(p, TextPart))
-        inst.text_ids, inst.text_spans = text_tokenizer.encode_spans(inst.question)
-        inst.text_hashes = _window_hashes(inst.text_ids, n, TEXT_SEED)
-        if image_tokenizer is not None:
-            pending.append((inst, [p.image for p in parts if isinstance(p, ImagePart)]))
-            if sum(len(ims) for _, ims in pending) >= IMAGE_BATCH:
-                flush()
+    workers = available_cores()
+    with ThreadPoolExecutor(workers) as pool:
+        docs = ordered_map(pool, partial(_read_doc, task, image_tokenizer), refs, ahead=4 * workers)
+        for ref, (error, question, images) in tqdm(
+            zip(refs, docs, strict=True), total=len(refs), desc=f"read {task.name}", unit="doc", disable=not progress
+        ):
+            inst = Instance(task.name, ref.id)
+            out.append(inst)
+            if error is not None:
+                inst.error = error
+                continue
+            inst.question = question
+            inst.text_ids, inst.text_spans = text_tokenizer.encode_spans(question)
+            inst.text_hashes = _window_hashes(inst.text_ids, n, TEXT_SEED)
+            if image_tokenizer is not None:
+                pending.append((inst, images))
+                if sum(len(ims) for _, ims in pending) >= IMAGE_BATCH:
+                    flush()
     if pending:
         flush()
     return out
