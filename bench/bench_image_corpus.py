@@ -10,13 +10,18 @@ tokenizer on the same threads:
 - serial prepare: images decoded on the same threads, then `tokenizer.encode(images)` on the calling thread
   (thumbnails one after another), the shape the reader had before.
 
-Both must give the same tokens. Prints one JSON line (images per second of each, their ratio):
+Both must give the same tokens. The same JPEGs then serve as a benchmark task (one question per image) read
+by a contamination scan: `contam.scan.read_instances` (docs read, images decoded and prepared on a pool of
+every core, in order) against reading the docs one after another and tokenizing each batch of images, the
+shape it had before; both must give the same n-gram hashes. Prints one JSON line (images per second of
+each reader, their ratio; the scan's read times and their ratio):
     .venv/bin/python bench/bench_image_corpus.py --images 2000 --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import sys
@@ -28,10 +33,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from fastmmeval.contam.corpus import RecordSource
-from fastmmeval.contam.hashing import IMAGE_SEED
+from fastmmeval.contam.corpus import IMAGE_BATCH, RecordSource
+from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.image_tokens import OfflineImageTokenizer
+from fastmmeval.contam.scan import read_instances
 from fastmmeval.contam.text_tokens import WordTokenizer
+from fastmmeval.distributed import available_cores
+from fastmmeval.protocol import ImagePart, TextPart
+from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks.task import Task
 
 PHOTOS = [
     ("skimage", "data/astronaut.png"), ("skimage", "data/chelsea.png"), ("skimage", "data/coffee.png"),
@@ -83,6 +93,60 @@ def serial_prepare(source: RecordSource, tokenizer: OfflineImageTokenizer) -> np
     return np.concatenate(out)
 
 
+def write_task(folder: Path, count: int) -> Task:
+    """A local benchmark task over the corpus's JPEGs (folder/img), one question per image."""
+    rows = [{"id": f"q{i}", "image": f"img/{i:06d}.jpg", "question": f"What is shown in picture {i} here?",
+             "answer": "x"} for i in range(count)]  # fmt: skip
+    (folder / "bench_photos.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "bench_photos.yaml").write_text(
+        "task: bench_photos\ndataset:\n  data_files: {test: bench_photos.jsonl}\nsplit: test\ndoc_id: id\n"
+        "doc_to_messages:\n  - role: user\n    content:\n      - image: image\n      - text: '{question}'\n"
+        "output_type: generate\ntarget: answer\nextractor: raw\nmetrics: [exact_match]\n"
+    )
+    return Task(Catalog([folder]).tasks.get("bench_photos"))
+
+
+def _digest(items: list[tuple[str, np.ndarray, list[np.ndarray]]]) -> str:
+    h = hashlib.sha256()
+    for doc_id, text_hashes, image_hashes in items:
+        h.update(doc_id.encode())
+        h.update(text_hashes.tobytes())
+        for x in image_hashes:
+            h.update(x.tobytes())
+    return h.hexdigest()
+
+
+def scan_read_ours(task: Task, tokenizer: OfflineImageTokenizer) -> str:
+    """A digest of every instance's n-gram hashes, as a scan reads them."""
+    instances = read_instances(task, WordTokenizer(), tokenizer, 8, progress=False)
+    return _digest([(i.doc_id, i.text_hashes, i.image_hashes) for i in instances])
+
+
+def scan_read_serial(task: Task, tokenizer: OfflineImageTokenizer) -> str:
+    """The same digest, the docs read one after another and each batch of images tokenized on this thread."""
+    words = WordTokenizer()
+    items, batch = [], []
+
+    def flush() -> None:
+        tokens = tokenizer.encode([image for _, image in batch])
+        for (item, _), row in zip(batch, tokens, strict=True):
+            item[2].append(ngram_hashes(row, np.zeros(1, np.int64), 8, IMAGE_SEED))
+        batch.clear()
+
+    for ref in task.doc_refs():
+        parts = [p for m in task.request(task.doc(ref), 0).messages for p in m.content]
+        question = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+        ids = words.encode_spans(question)[0]
+        item = (ref.id, ngram_hashes(ids, np.zeros(1, np.int64), 8, TEXT_SEED), [])
+        items.append(item)
+        batch += [(item, p.image) for p in parts if isinstance(p, ImagePart)]
+        if len(batch) >= IMAGE_BATCH:
+            flush()
+    if batch:
+        flush()
+    return _digest(items)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2000)
@@ -107,6 +171,15 @@ def main() -> None:
                 start = time.perf_counter()
                 results[name] = run()
                 times[name].append(time.perf_counter() - start)
+        task = write_task(Path(tmp), args.images)
+        for _ in range(args.rounds):
+            for name, run in (
+                ("scan_ours", lambda: scan_read_ours(task, tokenizer)),
+                ("scan_serial", lambda: scan_read_serial(task, tokenizer)),
+            ):
+                start = time.perf_counter()
+                results[name] = run()
+                times.setdefault(name, []).append(time.perf_counter() - start)
     best = {name: min(t) for name, t in times.items()}
     print(
         json.dumps(
@@ -121,6 +194,11 @@ def main() -> None:
                 "ours_s_each": [round(t, 3) for t in times["ours"]],
                 "serial_prepare_s_each": [round(t, 3) for t in times["serial_prepare"]],
                 "same_tokens": bool(np.array_equal(results["ours"], results["serial_prepare"])),
+                "scan_read_s": round(best["scan_ours"], 3),
+                "scan_read_serial_s": round(best["scan_serial"], 3),
+                "scan_read_ratio": round(best["scan_serial"] / best["scan_ours"], 2),
+                "scan_read_threads": available_cores(),
+                "scan_same_hashes": results["scan_ours"] == results["scan_serial"],
             }
         )
     )
