@@ -21,7 +21,7 @@ def ordered_map(pool: Executor, fn: Callable[[T], R], items: Iterable[T], ahead:
             break
     while window:
         result = window.popleft().result()
-        nxt = next(pending, None)
-        if nxt is not None:
-            window.append(pool.submit(fn, nxt))
+        for item in pending:  # the next one, if any (an item may itself be None)
+            window.append(pool.submit(fn, item))
+            break
         yield result

@@ -267,7 +267,8 @@ def scan(
         for t in tasks
     }
     every = [i for insts in instances.values() for i in insts if i.error is None]
-    parts = [i.text_hashes for i in every] + [h for i in every for h in i.image_hashes]
+    image_parts = [h for i in every for h in i.image_hashes]
+    parts = [i.text_hashes for i in every] + image_parts
     queries = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
     ids_by_hash: dict[int, list[str]] | None = None
@@ -278,10 +279,9 @@ def scan(
         counts = index.counts(queries) if len(queries) else np.zeros(0, np.uint8)
         corpus_info["index"] = {k: index.stats()[k] for k in ("tokens", "docs", "missing_images")}
         matched = queries[(counts > 0) & (counts <= settings.threshold)]
-        image_queries = [h for i in every for h in i.image_hashes]
         # Naming the training ids of matches streams the corpus again; its images (decoding them, and with
         # SEED the model again) are only worth reading if some image n-gram matched.
-        images_read = bool(image_queries) and bool(np.isin(matched, np.concatenate(image_queries)).any())
+        images_read = bool(image_parts) and bool(np.isin(matched, np.concatenate(image_parts)).any())
         if not images_read:
             sources = [s for s in map(without_images, sources) if s is not None]
 
