@@ -13,8 +13,12 @@ tokenizer on the same threads:
 Both must give the same tokens. The same JPEGs then serve as a benchmark task (one question per image) read
 by a contamination scan: `contam.scan.read_instances` (docs read, images decoded and prepared on a pool of
 every core, in order) against reading the docs one after another and tokenizing each batch of images, the
-shape it had before; both must give the same n-gram hashes. Prints one JSON line (images per second of
-each reader, their ratio; the scan's read times and their ratio):
+shape it had before; both must give the same n-gram hashes. Last, the corpus as a scan streams it again to
+name training ids: its image tokens read back from the image cache an index build keeps
+(`contam.image_cache`) against decoding and tokenizing every image again, as a scan did before; both must
+give the same image documents and ids. The build's own pass keeping the tokens is timed too, against ours
+without (the cost of keeping them). Prints one JSON line (images per second of each reader, their ratio;
+the scan's read times and their ratio; the second pass's times and their ratio):
     .venv/bin/python bench/bench_image_corpus.py --images 2000 --threads 2
 """
 
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +40,7 @@ from PIL import Image
 
 from fastmmeval.contam.corpus import IMAGE_BATCH, RecordSource
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
+from fastmmeval.contam.image_cache import ImageTokenCache
 from fastmmeval.contam.image_tokens import OfflineImageTokenizer
 from fastmmeval.contam.scan import read_instances
 from fastmmeval.contam.text_tokens import WordTokenizer
@@ -91,6 +97,12 @@ def serial_prepare(source: RecordSource, tokenizer: OfflineImageTokenizer) -> np
             images = list(pool.map(source._open_image, refs[start : start + source.image_batch]))
             out.append(tokenizer.encode(images).ravel())
     return np.concatenate(out)
+
+
+def streamed(source: RecordSource) -> tuple[np.ndarray, list[str]]:
+    """The image documents' tokens and training ids of every block, as a scan streams the corpus."""
+    images = [b for b in source.blocks() if b.seed == IMAGE_SEED]
+    return np.concatenate([b.tokens for b in images]), [i for b in images for i in b.ids]
 
 
 def write_task(folder: Path, count: int) -> Task:
@@ -161,16 +173,18 @@ def main() -> None:
         source = RecordSource(
             shard, "llava", WordTokenizer(), tokenizer, shard.parent / "img", decode_threads=args.threads
         )
-        times: dict[str, list[float]] = {"ours": [], "serial_prepare": []}
+        keeping = replace(source, image_cache=ImageTokenCache(Path(tmp) / "cache", write=True))
+        times: dict[str, list[float]] = {}
         results = {}
         for _ in range(args.rounds):
             for name, run in (
                 ("ours", lambda: ours(source)),
                 ("serial_prepare", lambda: serial_prepare(source, tokenizer)),
+                ("ours_keeping_tokens", lambda: ours(keeping)),
             ):
                 start = time.perf_counter()
                 results[name] = run()
-                times[name].append(time.perf_counter() - start)
+                times.setdefault(name, []).append(time.perf_counter() - start)
         task = write_task(Path(tmp), args.images)
         for _ in range(args.rounds):
             for name, run in (
@@ -180,7 +194,18 @@ def main() -> None:
                 start = time.perf_counter()
                 results[name] = run()
                 times.setdefault(name, []).append(time.perf_counter() - start)
+        cached = replace(source, image_cache=ImageTokenCache(Path(tmp) / "cache"))
+        for _ in range(args.rounds):
+            for name, run in (
+                ("rescan_cached", lambda: streamed(cached)),
+                ("rescan_decoded", lambda: streamed(source)),
+            ):
+                start = time.perf_counter()
+                results[name] = run()
+                times.setdefault(name, []).append(time.perf_counter() - start)
+        cache_state = cached.cache_state()
     best = {name: min(t) for name, t in times.items()}
+    (cached_tokens, cached_ids), (decoded_tokens, decoded_ids) = results["rescan_cached"], results["rescan_decoded"]
     print(
         json.dumps(
             {
@@ -199,6 +224,13 @@ def main() -> None:
                 "scan_read_ratio": round(best["scan_serial"] / best["scan_ours"], 2),
                 "scan_read_threads": available_cores(),
                 "scan_same_hashes": results["scan_ours"] == results["scan_serial"],
+                "keeping_tokens_s": round(best["ours_keeping_tokens"], 3),
+                "keeping_tokens_cost": round(best["ours_keeping_tokens"] / best["ours"] - 1, 3),
+                "rescan_cached_s": round(best["rescan_cached"], 3),
+                "rescan_decoded_s": round(best["rescan_decoded"], 3),
+                "rescan_ratio": round(best["rescan_decoded"] / best["rescan_cached"], 1),
+                "rescan_cache_state": cache_state,
+                "rescan_same": bool(np.array_equal(cached_tokens, decoded_tokens)) and cached_ids == decoded_ids,
             }
         )
     )

@@ -183,8 +183,17 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
     report = json.loads((out / "contam_report.json").read_text())
     _check(report, planted, with_ids=True)
     assert report["corpus"]["index"]["missing_images"] == 2
-    assert report["corpus"]["streamed"] == {"shards": 1, "images_read": True, "missing_images": 2}
+    # Naming the training ids of image matches read the image tokens the index kept, decoding no image.
+    assert report["corpus"]["streamed"] == {
+        "shards": 1, "images_read": True, "missing_images": 2, "image_cache": {"read": 1, "stale": 0, "absent": 0},
+    }
     assert report["settings"]["mode"] == "index"
+    decoded = tmp_path / "decoded"
+    assert main(["contam", "scan", "--index", str(index), "--tasks", ",".join(TASKS), "--out", str(decoded),
+                 "--corpus", shard, "--no_image_cache", "--no_progress"]) == 0  # fmt: skip
+    again = json.loads((decoded / "contam_report.json").read_text())
+    assert again["tasks"] == report["tasks"]
+    assert again["corpus"]["streamed"] == {"shards": 1, "images_read": True, "missing_images": 2}
 
     # The first four yes/no questions share no text and no image with the corpus: naming training ids streams
     # the corpus again without decoding its images.

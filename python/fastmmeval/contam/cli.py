@@ -59,6 +59,11 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
         "--image_batch", type=int, default=None,
         help="images per batched image-tokenizer step (default 64; larger suits SEED on a GPU)",
     )  # fmt: skip
+    p.add_argument(
+        "--no_image_cache", action="store_true",
+        help="index/add: do not keep record shards' image tokens in the index (DIR/image_tokens); "
+        "scan: tokenize the corpus's images again instead of reading them from there",
+    )  # fmt: skip
 
 
 def _add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -208,6 +213,12 @@ def _print_build(console: Console, stats: dict[str, Any], path: Path) -> None:
     )
 
 
+def _add(index: Any, sources: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    return index.add(
+        sources, engine=args.engine, progress=not args.no_progress, keep_image_tokens=not args.no_image_cache
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     """Run one `contam` subcommand."""
     from fastmmeval.contam.index import NgramIndex
@@ -222,12 +233,12 @@ def main(args: argparse.Namespace) -> int:
             "image_tokenizer": _describe(image_tok, args.image_tokenizer),
         }
         index = NgramIndex.create(args.index, _settings(args), meta)
-        _print_build(console, index.add(sources, engine=args.engine, progress=not args.no_progress), args.index)
+        _print_build(console, _add(index, sources, args), args.index)
     elif command == "add":
         index = NgramIndex.open(args.index)
         text_tok, image_tok = _index_tokenizers(index.meta, args, adding=True)
         sources = _sources(args, args.corpus, text_tok, image_tok)
-        _print_build(console, index.add(sources, engine=args.engine, progress=not args.no_progress), args.index)
+        _print_build(console, _add(index, sources, args), args.index)
     elif command == "compact":
         NgramIndex.open(args.index).compact()
         console.print(f"compacted {args.index}")
@@ -265,6 +276,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
         near_dup_threshold=None if args.no_near_dup else args.near_dup_threshold,
         limit=args.limit,
         progress=not args.no_progress,
+        image_cache=not args.no_image_cache,
     )
     report = scan(tasks, text_tok, image_tok, options, index=index, corpus=corpus)
     report["settings"] = {
@@ -282,6 +294,13 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     console.print(summary_table(report))
     missing = {k: v["missing_images"] for k, v in report["corpus"].items() if v.get("missing_images") is not None}
     console.print(f"images missing or unreadable in the corpus: {missing}")
-    if not report["corpus"].get("streamed", {}).get("images_read", True):
+    streamed = report["corpus"].get("streamed", {})
+    if not streamed.get("images_read", True):
         console.print("the corpus was streamed again without its images: no image n-gram matched the index")
+    cached = streamed.get("image_cache")
+    if cached:
+        console.print(
+            f"image tokens of {cached['read']} shard(s) read from the index's image cache; images decoded again "
+            f"for {cached['stale']} whose images changed since and {cached['absent']} the index has no entry for"
+        )
     console.print("report: " + ", ".join(str(p) for p in paths))

@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.image_cache import EntryWriter, ImageTokenCache, RefStates, entry_path, file_state, read_entry
 from fastmmeval.contam.image_tokens import as_rgb
 from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
@@ -133,7 +134,9 @@ class RecordSource:
     image_batch: int = IMAGE_BATCH
     decode_threads: int = 0  # threads decoding and preparing images (0: the cores this process may use)
     name: str = ""
+    image_cache: ImageTokenCache | None = None  # where the image tokens are kept or looked up (image_cache.py)
     _missing: int = field(default=0, init=False, repr=False)
+    _cache_state: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -149,6 +152,11 @@ class RecordSource:
     def missing_images(self) -> int:
         """Images referenced but missing or unreadable, counted by the last blocks() run in this process."""
         return self._missing
+
+    def cache_state(self) -> str | None:
+        """What the last blocks() run did with the image cache: 'written', 'read', 'stale' (an entry no longer
+        describes the shard's images, so they were decoded), 'absent', or None (no cache, or no images read)."""
+        return self._cache_state
 
     def records(self) -> Iterator[Record]:
         """The shard's records, read lazily."""
@@ -194,6 +202,15 @@ class RecordSource:
         rid = row.get(self.id_field) if self.id_field else None
         return Record(str(rid) if rid is not None else f"{self.path.name}#{index}", texts, images)
 
+    def _image_file(self, ref: Any) -> Path | None:
+        """The file an image reference names, or None when the image is embedded (bytes, PIL) or malformed."""
+        if isinstance(ref, dict):
+            ref = ref.get("bytes") or ref.get("path")
+        if not isinstance(ref, str):
+            return None
+        path = Path(ref)
+        return self.image_root / path if not path.is_absolute() and self.image_root is not None else path
+
     def _open_image(self, ref: Any) -> Image.Image | None:
         try:
             if isinstance(ref, Image.Image):
@@ -203,10 +220,7 @@ class RecordSource:
             if isinstance(ref, (bytes, bytearray)):
                 image = Image.open(io.BytesIO(ref))
             elif isinstance(ref, str):
-                path = Path(ref)
-                if not path.is_absolute() and self.image_root is not None:
-                    path = self.image_root / path
-                image = Image.open(path)
+                image = Image.open(self._image_file(ref))
             else:
                 return None
             image.load()
@@ -219,9 +233,60 @@ class RecordSource:
         image = self._open_image(ref)
         return None if image is None else self.image_tokenizer.prepare(image)
 
+    def _cache_describe(self) -> dict[str, Any]:
+        """What an image-cache entry of this shard must match: the file, its state, the reading, the tokenizer."""
+        root = None if self.image_root is None else str(Path(self.image_root).resolve())
+        return {
+            "shard": str(self.path.resolve()),
+            "shard_state": file_state(self.path),
+            "format": self.format,
+            "image_root": root,
+            "image_field": self.image_field,
+            "id_field": self.id_field,
+            "tokenizer": self.image_tokenizer.fingerprint,
+        }
+
     def blocks(self) -> Iterator[TokenBlock]:
-        """Text blocks (TEXT_SEED) and image blocks (IMAGE_SEED), each holding whole documents."""
+        """Text blocks (TEXT_SEED) and image blocks (IMAGE_SEED), each holding whole documents. With an image
+        cache to read, a shard whose entry still describes it yields its text blocks, then its image
+        blocks from the entry; with one to write, the entry is written as the images are tokenized."""
         self._missing = 0
+        self._cache_state = None
+        cache = self.image_cache if self.image_tokenizer is not None else None
+        if cache is None:
+            yield from self._blocks(with_text=True, with_images=self.image_tokenizer is not None)
+            return
+        describe = self._cache_describe()
+        refs = RefStates()
+        if cache.write:
+            with EntryWriter(entry_path(cache, describe), describe) as writer:
+                yield from self._blocks(with_text=True, with_images=True, states=refs, on_tokens=writer.add)
+                writer.commit(refs.hexdigest(), self._missing)
+            self._cache_state = "written"
+            return
+        entry = read_entry(cache, describe)
+        if entry is None or entry.meta["shard_state"] != describe["shard_state"]:
+            self._cache_state = "absent" if entry is None else "stale"
+            yield from self._blocks(with_text=True, with_images=True)
+            return
+        yield from self._blocks(with_text=True, with_images=False, states=refs)
+        if refs.hexdigest() == entry.refs:
+            self._cache_state = "read"
+            self._missing = entry.missing
+            yield from entry.blocks(self.block_tokens)
+        else:
+            self._cache_state = "stale"
+            yield from self._blocks(with_text=False, with_images=True)
+
+    def _blocks(
+        self,
+        with_text: bool,
+        with_images: bool,
+        states: RefStates | None = None,
+        on_tokens: Callable[[np.ndarray, list[str]], None] | None = None,
+    ) -> Iterator[TokenBlock]:
+        """blocks() without the cache: the text and/or the image blocks; the state of each image reference is
+        added to `states`, and each batch of image tokens passed to `on_tokens` in corpus order, when given."""
         texts: list[str] = []
         text_ids: list[str] = []
         chars = 0
@@ -241,11 +306,15 @@ class RecordSource:
 
         with ThreadPoolExecutor(self.decode_threads or available_cores()) as pool:
             for record in self.records():
-                for text in record.texts:
-                    texts.append(text)
-                    text_ids.append(record.id)
-                    chars += len(text)
-                if self.image_tokenizer is not None:
+                if with_text:
+                    for text in record.texts:
+                        texts.append(text)
+                        text_ids.append(record.id)
+                        chars += len(text)
+                if states is not None:
+                    for ref in record.images:
+                        states.add(self._image_file(ref))
+                if with_images:
                     refs.extend(record.images)
                     image_ids.extend([record.id] * len(record.images))
                 # ~5 characters per word token: a block stays near block_tokens without tokenizing twice.
@@ -254,13 +323,13 @@ class RecordSource:
                     texts, text_ids, chars = [], [], 0
                     yield from finished(1)
                 if len(refs) >= self.image_batch:
-                    ahead.append(self._image_batch(pool, refs, image_ids))
+                    ahead.append(self._image_batch(pool, refs, image_ids, on_tokens))
                     refs, image_ids = [], []
                     yield from finished(1)
             if texts:
                 ahead.append(pool.submit(self._text_block, texts, text_ids).result)
             if refs:
-                ahead.append(self._image_batch(pool, refs, image_ids))
+                ahead.append(self._image_batch(pool, refs, image_ids, on_tokens))
             yield from finished(0)
 
     def _text_block(self, texts: list[str], ids: list[str]) -> TokenBlock:
@@ -268,10 +337,15 @@ class RecordSource:
         return TokenBlock(tokens, offsets, TEXT_SEED, ids)
 
     def _image_batch(
-        self, pool: ThreadPoolExecutor, refs: list[Any], ids: list[str]
+        self,
+        pool: ThreadPoolExecutor,
+        refs: list[Any],
+        ids: list[str],
+        on_tokens: Callable[[np.ndarray, list[str]], None] | None,
     ) -> Callable[[], TokenBlock | None]:
         """Starts decoding and preparing `refs` on the pool; returns what finishes them: the readable images as
-        one tokenized block (None when no image is readable), the unreadable ones counted."""
+        one tokenized block (None when no image is readable; their tokens and ids passed to `on_tokens` too),
+        the unreadable ones counted."""
         prepared = [pool.submit(self._prepare_image, ref) for ref in refs]
 
         def finish() -> TokenBlock | None:
@@ -281,7 +355,10 @@ class RecordSource:
             if not kept:
                 return None
             tokens = np.asarray(self.image_tokenizer.encode_prepared([image for image, _ in kept]), dtype=np.uint32)
-            return concat_docs(list(tokens), [i for _, i in kept], IMAGE_SEED)
+            kept_ids = [i for _, i in kept]
+            if on_tokens is not None:
+                on_tokens(tokens, kept_ids)
+            return concat_docs(list(tokens), kept_ids, IMAGE_SEED)
 
         return finish
 
@@ -293,6 +370,14 @@ def without_images(source: ShardSource) -> ShardSource | None:
         return replace(source, image_tokenizer=None)
     if isinstance(source, TokenShardSource) and source.modality == "image":
         return None
+    return source
+
+
+def with_image_cache(source: ShardSource, cache: ImageTokenCache) -> ShardSource:
+    """The source keeping (or looking up) its image tokens in `cache` if it is a record source that reads
+    images; any other source as it is."""
+    if isinstance(source, RecordSource) and source.image_tokenizer is not None:
+        return replace(source, image_cache=cache)
     return source
 
 

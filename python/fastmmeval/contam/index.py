@@ -4,7 +4,8 @@ Folder layout: `DIR/manifest.json` (settings, meta, the generations and their se
 document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.segment` for the file format).
 `add` maps each source into sorted runs under `DIR/tmp/`, reduces them into one new generation of
 segments, and publishes it by atomically rewriting the manifest last; anything a killed build left is
-swept by the next `add`.
+swept by the next `add`. `DIR/image_tokens/` keeps the image tokens of the record shards added, for scans
+that name training ids (`contam.image_cache`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import numpy as np
 from tqdm import tqdm
 
 from fastmmeval import _core
+from fastmmeval.contam import image_cache
 from fastmmeval.contam.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
+from fastmmeval.contam.corpus import with_image_cache
 from fastmmeval.contam.segment import NgramIndexError, read_header
 from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock, check_block
 from fastmmeval.results import write_json_atomic
@@ -113,6 +116,7 @@ class NgramIndex:
     def _sweep(self) -> None:
         """Delete what a killed add or compact left: runs, temp files, unpublished segment folders."""
         shutil.rmtree(self.path / "tmp", ignore_errors=True)
+        image_cache.sweep(self.image_cache().folder)
         live = {Path(rel).parent.name for gen in self._manifest["generations"] for rel in gen["segments"].values()}
         for d in (self.path / "seg").iterdir():
             if d.name not in live:
@@ -131,9 +135,22 @@ class NgramIndex:
             self._segments = _open_segments(self.path, self._manifest, verify=False)
         return self._segments
 
-    def add(self, sources: Sequence[ShardSource], engine: str = "local", progress: bool = True) -> dict[str, Any]:
+    def image_cache(self, write: bool = False) -> image_cache.ImageTokenCache:
+        """The index's image-token cache, to write while adding shards or to read while scanning."""
+        return image_cache.ImageTokenCache(self.path.absolute() / image_cache.CACHE_FOLDER, write)
+
+    def add(
+        self,
+        sources: Sequence[ShardSource],
+        engine: str = "local",
+        progress: bool = True,
+        keep_image_tokens: bool = True,
+    ) -> dict[str, Any]:
         """Append the sources as one new generation of segments, published atomically; returns stats
-        (tokens, docs, windows, missing_images, seconds)."""
+        (tokens, docs, windows, missing_images, seconds). With keep_image_tokens, record shards' image tokens
+        are kept in the image cache as they are tokenized."""
+        if keep_image_tokens:
+            sources = [with_image_cache(s, self.image_cache(write=True)) for s in sources]
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -240,7 +257,7 @@ class NgramIndex:
 
     def stats(self) -> dict[str, Any]:
         """Totals (tokens, docs, windows, missing images), distinct and frequent n-grams, segments, bytes,
-        settings and meta."""
+        the image cache's entries and bytes, settings and meta."""
         distinct = frequent = 0
         for p, segs in self._mapped.items():
             if len(segs) == 1:
@@ -258,6 +275,7 @@ class NgramIndex:
             "generations": len(self._manifest["generations"]),
             "segments": len(segs),
             "bytes": sum(os.path.getsize(s.path) for s in segs),
+            "image_cache": image_cache.usage(self.image_cache().folder),
             "settings": asdict(self.settings),
             "meta": self.meta,
         }

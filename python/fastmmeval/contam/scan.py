@@ -12,7 +12,8 @@ prompt. Both are tokenized with the tokenizers the index was built with. For eac
 An instance is flagged when it has a present window in its text or in one of its images. Counts come from
 an index (`index.counts`) or, without one, from streaming the corpus past the benchmark n-grams. With the
 corpus at hand the training ids behind each match are found by streaming it once more (restricted to the
-matched hashes), and near-duplicate questions are found in the same pass.
+matched hashes, the images' tokens read back from the index's image cache where it still describes the
+shard), and near-duplicate questions are found in the same pass.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from fastmmeval.contam.corpus import without_images
+from fastmmeval.contam.corpus import RecordSource, with_image_cache, without_images
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.near_dup import NearDupFinder
@@ -240,13 +241,15 @@ def summarize_task(name: str, entries: list[dict[str, Any]], with_near_dup: bool
 @dataclass
 class ScanOptions:
     """How to scan: n-gram settings (from the index, or given for a streaming audit), ids kept per match,
-    the near-duplicate threshold (None: no near-duplicate search), doc limit and progress bars."""
+    the near-duplicate threshold (None: no near-duplicate search), doc limit, progress bars, and whether the
+    corpus's image tokens may be read from the index's image cache instead of tokenizing its images again."""
 
     settings: IndexSettings = field(default_factory=IndexSettings)
     max_ids: int = 3
     near_dup_threshold: float | None = 0.6
     limit: int | None = None
     progress: bool = True
+    image_cache: bool = True
 
 
 def scan(
@@ -284,6 +287,8 @@ def scan(
         images_read = bool(image_parts) and bool(np.isin(matched, np.concatenate(image_parts)).any())
         if not images_read:
             sources = [s for s in map(without_images, sources) if s is not None]
+        elif options.image_cache:
+            sources = [with_image_cache(s, index.image_cache()) for s in sources]
 
     finder = None
     if sources and options.near_dup_threshold is not None:
@@ -304,6 +309,9 @@ def scan(
             "images_read": images_read,
             "missing_images": sum(s.missing_images() for s in streamed) if images_read else None,
         }
+        states = [s.cache_state() for s in sources if isinstance(s, RecordSource)]
+        if any(states):
+            corpus_info["streamed"]["image_cache"] = {k: states.count(k) for k in ("read", "stale", "absent")}
     count_of = dict(zip(queries.tolist(), counts.astype(np.int64).tolist(), strict=True))
 
     report: dict[str, Any] = {"tasks": {}, "corpus": corpus_info}
