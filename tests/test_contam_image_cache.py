@@ -3,12 +3,15 @@ a scan instead of decoding the images again, only while they still describe the 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -159,3 +162,25 @@ def test_sources_without_an_image_tokenizer_ignore_the_cache(tmp_path: Path, wri
     source = replace(_source(shard, cache, write), image_tokenizer=None)
     assert {b.seed for b in source.blocks()} == {TEXT_SEED}
     assert source.cache_state() is None and not cache.exists()
+
+
+def test_embedded_images_are_kept_and_read_back(tmp_path: Path) -> None:
+    # A parquet shard holding its images' bytes: the shard's own state stands for theirs.
+    rows = []
+    for r in range(9):
+        png = io.BytesIO()
+        Image.new("RGB", (8, 8), (20 * r, 0, 0)).save(png, format="PNG")
+        rows.append({"id": f"p{r}", "text": f"Row {r} says hello.", "image": {"bytes": png.getvalue(), "path": None}})
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+
+    def source(write: bool) -> RecordSource:
+        return RecordSource(
+            tmp_path / "train.parquet", "parquet", WordTokenizer(), MeanColourTokenizer(), image_batch=2,
+            image_cache=ImageTokenCache(tmp_path / "cache", write),
+        )  # fmt: skip
+
+    written = _by_modality(list(source(write=True).blocks()))
+    reader = source(write=False)
+    assert _by_modality(list(reader.blocks())) == written
+    assert reader.cache_state() == "read" and reader.image_tokenizer.prepared == 0
+    assert written[IMAGE_SEED][1] == [f"p{r}" for r in range(9)]
