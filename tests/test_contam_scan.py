@@ -13,6 +13,8 @@ import pytest
 from PIL import Image
 
 from fastmmeval.cli import main
+from fastmmeval.contam.report import html_report
+from fastmmeval.contam.scan import summarize_task
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.task import Task
@@ -210,6 +212,9 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
     summary = list(csv.DictReader((out / "contam_summary.csv").open()))
     assert [r["task"] for r in summary] == list(TASKS)
     assert (out / "contam_overlap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / "contam_report.html").read_text()
+    assert "<mark>What utensil is resting on the saucer?\nA. Chopsticks" in page  # the copied span, marked
+    assert "textcopy-coffee_utensil, imagecopy-coffee" in page and page.count("<h2>demo_") == 2
 
 
 def test_streaming_audit_without_index_flags_the_same(planted: dict, tmp_path: Path) -> None:
@@ -310,3 +315,20 @@ def test_memory_sizes() -> None:
     assert sizes == [1 << 30, 512 << 20, 2 << 30, 3 << 29, 4096]
     with pytest.raises(FastmmevalError, match="--memory"):
         parse_memory("lots")
+
+
+def test_html_report_escapes_what_the_data_holds() -> None:
+    # Task data is untrusted: a question or an id holding markup is shown as text, never run.
+    entry = {
+        "doc_id": "<b>d1</b>", "flagged": True, "text_overlap": True, "image_overlap": False,
+        "question": "Is <script>alert(1)</script> safe?",
+        "text": {"ngrams": 9, "frequent": 0, "present": 2, "fraction": 2 / 9, "matched": ["<script>alert(1)</script>"],
+                 "training_ids": ["<i>t</i>"]},
+        "image": {"ngrams": 0, "frequent": 0, "present": 0, "fraction": None, "images": 0, "overlapping_images": 0},
+    }  # fmt: skip
+    task = summarize_task("<u>task</u>", [entry], with_near_dup=False)
+    report = {"tasks": {"x": {**task, "instance_results": [entry]}}, "corpus": {}, "settings": {"index": "<idx>"}}
+    page = html_report(report, b"png").decode()
+    assert "<script>" not in page and "<b>" not in page and "<i>" not in page and "<u>" not in page
+    assert "Is <mark>&lt;script&gt;alert(1)&lt;/script&gt;</mark> safe?" in page
+    assert "&lt;b&gt;d1&lt;/b&gt;" in page and "&lt;idx&gt;" in page
