@@ -6,11 +6,13 @@ criterion with the substitute's position-tagged tokens). The README quotes the r
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import itertools
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -99,20 +101,27 @@ def _overlapping_pairs(tokens: np.ndarray, group: np.ndarray | None = None) -> s
     return pairs
 
 
+def _copy_rate(tok: OfflineImageTokenizer, photos: dict[str, Image.Image], make: Any, copies: int) -> float:
+    """The share of copies (`copies` per photo, made by `make`) that overlap their photo."""
+    names = list(photos)
+    base = tok.encode([photos[n] for n in names])
+    copies_of = [tok.encode([make(photos[n]) for _ in range(copies)]) for n in names]
+    return float(np.mean([_overlap(base[i], t) for i, tokens in enumerate(copies_of) for t in tokens]))
+
+
 def test_copies_of_real_photos_overlap_and_distinct_photos_do_not(photos: dict[str, Image.Image]) -> None:
     tok = OfflineImageTokenizer()
     names = list(photos)
     base = tok.encode([photos[n] for n in names])
-    rng = np.random.default_rng(123)
-    rates = {}
-    for kind, make, copies in [
-        ("resized 0.5x", _half, 1),
-        ("JPEG q=40", _jpeg, 1),
-        ("cropped <=3%/side", lambda im: _light_crop(im, rng), 8),
-    ]:
-        copies_of = [tok.encode([make(photos[n]) for _ in range(copies)]) for n in names]
-        rates[kind] = np.mean([_overlap(base[i], t) for i, tokens in enumerate(copies_of) for t in tokens])
-    assert all(rate >= 0.95 for rate in rates.values()), rates
+    assert _copy_rate(tok, photos, _half, 1) == 1.0
+    assert _copy_rate(tok, photos, _jpeg, 1) == 1.0
+    # Light crops at five seeds (8 per photo each): every seed's rate at least 95%. (Version 1 averages 95%
+    # over 20 seeds, half of them below; see the README.)
+    crops = []
+    for seed in (123, 3000, 3001, 3002, 3003):
+        rng = np.random.default_rng(seed)
+        crops.append(_copy_rate(tok, photos, lambda im, rng=rng: _light_crop(im, rng), 8))
+    assert min(crops) >= 0.95 and np.mean(crops) >= 0.97, crops
 
     # Distinct photos, and distinct regions (quadrants) of every photo against those of the others.
     assert len(_overlapping_pairs(base)) / (len(names) * (len(names) - 1) / 2) <= 0.01
@@ -176,9 +185,26 @@ def test_seed_tokenizer_names_the_missing_file(tmp_path: Path) -> None:
 
 def test_image_tokenizer_specs() -> None:
     assert make_image_tokenizer("none") is None
-    assert isinstance(make_image_tokenizer("offline"), OfflineImageTokenizer)
-    with pytest.raises(ConfigError, match="expected offline, seed:<weights folder> or none"):
+    assert make_image_tokenizer("offline").fingerprint == f"offline-v{OfflineImageTokenizer.VERSION}" == "offline-v2"
+    assert make_image_tokenizer("offline:1").fingerprint == "offline-v1"
+    with pytest.raises(ConfigError, match="expected offline, offline:<version>, seed:<weights folder> or none"):
         make_image_tokenizer("clip")
+    with pytest.raises(ConfigError, match=r"version 7: expected one of \[1, 2\]"):
+        make_image_tokenizer("offline:7")
+
+
+# sha256 of each version's tokens of the photos (little-endian uint32, in `photos` order): a version's tokens
+# never change; a change makes a new version.
+PINNED = {
+    1: "7ec69ed20de3f7a51d4c263cc914260be480b8b7bb0c23eb12e3f04ad6c8aa2c",
+    2: "8df23d9ef061e2a7909df7b0323f2b50262fc682993393086953985591b787be",
+}
+
+
+def test_each_offline_version_keeps_its_tokens(photos: dict[str, Image.Image]) -> None:
+    for version, digest in PINNED.items():
+        tokens = OfflineImageTokenizer(version).encode(list(photos.values()))
+        assert hashlib.sha256(tokens.astype("<u4").tobytes()).hexdigest() == digest, version
 
 
 FAKE_EVA_VIT = '''

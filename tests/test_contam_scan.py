@@ -279,6 +279,28 @@ def test_add_compact_stats_and_tokenizer_checks(planted: dict, tmp_path: Path, c
     assert "warning: the index's words were split under Unicode 9.0.0" in capsys.readouterr().err
 
 
+def test_an_index_built_with_offline_version_1_scans_with_it(
+    planted: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # An index built before version 2 records `offline` with fingerprint offline-v1: scans pick version 1.
+    index, out = tmp_path / "index", tmp_path / "report"
+    shard = str(planted["shard"])
+    built = main(["contam", "index", "--index", str(index), shard, "--image_tokenizer", "offline:1", "--no_progress"])
+    assert built == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert manifest["meta"]["image_tokenizer"] == {"spec": "offline:1", "fingerprint": "offline-v1"}
+    manifest["meta"]["image_tokenizer"]["spec"] = "offline"
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    args = ["contam", "scan", "--index", str(index), "--tasks", ",".join(TASKS), "--out", str(out), "--no_progress"]
+    assert main(args) == 0
+    report = json.loads((out / "contam_report.json").read_text())
+    assert report["settings"]["image_tokenizer"]["fingerprint"] == "offline-v1"
+    _check(report, planted, with_ids=False)
+    capsys.readouterr()
+    assert main([*args, "--image_tokenizer", "offline"]) == 1
+    assert "fingerprint offline-v2 differs from the index's offline-v1" in capsys.readouterr().err
+
+
 def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> None:
     """A task from --include_path whose second doc's image is missing: that instance carries the reason."""
     tasks = tmp_path / "tasks"

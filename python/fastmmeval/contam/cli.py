@@ -34,7 +34,8 @@ def _add_tokenizer_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument(
         "--image_tokenizer",
         default="offline" if defaults else None,
-        help="`offline` (built-in substitute), `seed:<weights folder>` (the real SEED tokenizer) or `none`"
+        help="`offline` (built-in substitute; `offline:1` its first version), `seed:<weights folder>` (the real "
+        "SEED tokenizer) or `none`"
         + ("" if defaults else " (default: the one the index was built with)"),
     )
 
@@ -147,13 +148,22 @@ def _unicode_drift(recorded: dict[str, Any], tok: Any) -> str | None:
     )
 
 
+def _recorded_image_spec(recorded: dict[str, Any] | None) -> str:
+    """The spec that gives the image tokenizer an index was built with: `offline` as recorded names the
+    latest version, so the offline tokenizer's version comes from the recorded fingerprint."""
+    if recorded is None:
+        return "none"
+    version = re.fullmatch(r"offline-v(\d+)", str(recorded.get("fingerprint", "")))
+    return f"offline:{version[1]}" if version else str(recorded.get("spec", "none"))
+
+
 def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace, adding: bool = False) -> tuple[Any, Any]:
     """The tokenizers an index was built with (or the ones given, if their fingerprints agree). Under another
     Unicode version than the build's, adding is refused (the index would mix two splits) and a scan warns."""
     recorded_text = meta.get("text_tokenizer") or {}
     recorded_image = meta.get("image_tokenizer")
     text_spec = args.text_tokenizer or recorded_text.get("spec", "words")
-    image_spec = args.image_tokenizer or (recorded_image or {}).get("spec", "none")
+    image_spec = args.image_tokenizer or _recorded_image_spec(recorded_image)
     text_tok, image_tok = _tokenizers(text_spec, image_spec)
     if recorded_text and text_tok.fingerprint != recorded_text.get("fingerprint"):
         raise ConfigError(

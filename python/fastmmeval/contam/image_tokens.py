@@ -16,6 +16,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -73,35 +74,53 @@ def _dct_matrix(n: int) -> np.ndarray:
     return m
 
 
+@dataclass(frozen=True)
+class OfflineParams:
+    """What changes between versions of the offline tokenizer."""
+
+    sigma: float  # centre weighting: a Gaussian with this std (a fraction of the side)
+    floor: float  # the dead zone is at least this wide (coefficients of a unit-variance image)
+    chroma: float  # chroma dead zone, in 0..255 pixel units
+
+
 class OfflineImageTokenizer(ImageTokenizerBase):
-    """The built-in substitute for SEED (version 1): 32 tokens from the low-frequency 2-D DCT of a
-    centre-weighted 32x32 thumbnail.
+    """The built-in substitute for SEED: 32 tokens from the low-frequency 2-D DCT of a centre-weighted 32x32
+    thumbnail.
 
     Token i describes the i-th lowest-frequency coefficient (zig-zag order, DC left out) of the grey level
     (contrast-normalised) quantised to five levels with a dead zone: below -B*t, -B*t..-t, within +-t,
-    t..B*t, above B*t, where t is a fraction of the median magnitude of the 32 coefficients (and at least a
-    floor, so an image without low-frequency content gets all-neutral tokens rather than noise). Even
-    positions also carry the same coefficient of the blue-yellow chroma (Cb) quantised to three levels on an
-    absolute scale: grey images get a neutral level there, colour ones a colour cue that resizing, JPEG and
-    small crops barely move. The dead zones absorb the small coefficients whose value a resize, JPEG or
-    crop would push across a boundary; the centre weighting makes the border that a light crop removes
-    matter little. The token id also encodes its position, so a window only matches the same window of
-    another image.
+    t..B*t, above B*t, where t is a fraction of the median magnitude of the 32 coefficients, and at least a
+    floor: an image whose low frequencies are weak (flat, or a fine texture, where a light crop would move
+    them at random) gets neutral tokens there rather than noise. Even positions also carry the same
+    coefficient of the blue-yellow chroma (Cb) quantised to three levels on an absolute scale: grey images
+    get a neutral level there, colour ones a colour cue that resizing, JPEG and small crops barely move.
+    The dead zones absorb the small coefficients whose value a resize, JPEG or crop would push across a
+    boundary; the centre weighting makes the border that a light crop removes matter little. The token id
+    also encodes its position, so a window only matches the same window of another image.
+
+    Version 2 (the default) has a higher floor, a slightly narrower centre weighting and a wider chroma dead
+    zone than version 1: light crops of textures no longer break every window (see the README for both
+    versions' rates). Version 1 stays available (`offline:1`) for indexes built with it.
     """
 
     name = "offline"
-    VERSION = 1
+    VERSION = 2  # the default (latest) version
+    PARAMS = {
+        1: OfflineParams(sigma=0.3, floor=0.05, chroma=6.0),
+        2: OfflineParams(sigma=0.28, floor=0.4, chroma=14.0),
+    }
     SIZE = 32
-    SIGMA = 0.3  # centre weighting: a Gaussian with this std (a fraction of the side)
-    DEAD_ZONE = 0.6  # t = DEAD_ZONE * median |coefficient| ...
-    FLOOR = 0.05  # ... but at least this (coefficients of a unit-variance image)
+    DEAD_ZONE = 0.6  # t = DEAD_ZONE * median |coefficient| (at least the version's floor)
     OUTER = 4.0  # the outer levels start at OUTER * t
-    CHROMA = 6.0  # chroma dead zone, in 0..255 pixel units
 
-    def __init__(self) -> None:
+    def __init__(self, version: int = VERSION) -> None:
+        if version not in self.PARAMS:
+            raise ConfigError(f"offline image tokenizer version {version}: expected one of {sorted(self.PARAMS)}")
+        self.version = version
+        self.params = self.PARAMS[version]
         n = self.SIZE
         self._dct = _dct_matrix(n)
-        grid = (np.arange(n) - (n - 1) / 2) / (n * self.SIGMA)
+        grid = (np.arange(n) - (n - 1) / 2) / (n * self.params.sigma)
         self._weight = np.exp(-(grid[:, None] ** 2 + grid[None, :] ** 2) / 2)
         freqs = [(u, v) for u in range(n) for v in range(n) if 0 < u + v <= 8]
         freqs.sort(key=lambda p: (p[0] + p[1], p[0]))
@@ -111,7 +130,7 @@ class OfflineImageTokenizer(ImageTokenizerBase):
     @property
     def fingerprint(self) -> str:
         """`offline-v<version>`."""
-        return f"offline-v{self.VERSION}"
+        return f"offline-v{self.version}"
 
     def prepare(self, image: Image.Image) -> np.ndarray:
         """The (SIZE, SIZE, 3) RGB thumbnail (area-averaged, aspect ratio ignored)."""
@@ -131,10 +150,10 @@ class OfflineImageTokenizer(ImageTokenizerBase):
         grey = grey - grey.mean(axis=(1, 2), keepdims=True)
         grey = grey / (grey.std(axis=(1, 2), keepdims=True) + 1e-6)
         c = self._low_frequencies(grey)
-        t = np.maximum(self.DEAD_ZONE * np.median(np.abs(c), axis=1, keepdims=True), self.FLOOR)
+        t = np.maximum(self.DEAD_ZONE * np.median(np.abs(c), axis=1, keepdims=True), self.params.floor)
         level = np.digitize(c / t, [-self.OUTER, -1.0, 1.0 + 1e-12, self.OUTER + 1e-12])
         chroma = self._low_frequencies(rgb @ np.array([-0.168736, -0.331264, 0.5]))
-        cue = np.digitize(chroma, [-self.CHROMA, self.CHROMA + 1e-12])
+        cue = np.digitize(chroma, [-self.params.chroma, self.params.chroma + 1e-12])
         cue[:, 1::2] = 1
         return (np.arange(TOKENS_PER_IMAGE)[None, :] * 16 + level * 3 + cue).astype(np.uint32)
 
@@ -248,11 +267,16 @@ class SeedImageTokenizer(ImageTokenizerBase):
 
 
 def make_image_tokenizer(spec: str) -> OfflineImageTokenizer | SeedImageTokenizer | None:
-    """`offline` (the built-in substitute), `seed:<weights folder>`, or `none` (text only)."""
+    """`offline` (the built-in substitute, latest version), `offline:<version>`, `seed:<weights folder>`, or
+    `none` (text only)."""
     if spec == "none":
         return None
     if spec == "offline":
         return OfflineImageTokenizer()
+    if spec.startswith("offline:") and spec[8:].isdigit():
+        return OfflineImageTokenizer(int(spec[8:]))
     if spec.startswith("seed:"):
         return SeedImageTokenizer(spec.split(":", 1)[1])
-    raise ConfigError(f"--image_tokenizer {spec!r}: expected offline, seed:<weights folder> or none")
+    raise ConfigError(
+        f"--image_tokenizer {spec!r}: expected offline, offline:<version>, seed:<weights folder> or none"
+    )
