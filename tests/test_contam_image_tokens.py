@@ -162,8 +162,11 @@ def test_offline_tokens_are_deterministic_batch_invariant_and_versioned(photos: 
     assert np.array_equal(batch, pickle.loads(pickle.dumps(tok)).encode(images))
     assert tok.encode([]).shape == (0, 32)
     assert tok.fingerprint == f"offline-v{OfflineImageTokenizer.VERSION}"
-    # A flat image has no low-frequency content: every token is neutral, not noise.
+    # A flat image has no low-frequency content: every token is neutral, not noise, and no window of it is
+    # worth looking up (a scan skips them); a photo's windows are.
     assert np.array_equal(batch[2] % 16, np.full(32, 2 * 3 + 1))
+    assert tok.informative_windows(batch[2], 8).tolist() == [False] * 25
+    assert tok.informative_windows(batch[0], 8).all() and tok.informative_windows(batch[0], 40).shape == (0,)
 
 
 def test_seed_tokenizer_names_the_missing_file(tmp_path: Path) -> None:

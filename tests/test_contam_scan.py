@@ -330,6 +330,36 @@ def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> Non
     assert "gone.png" in q2["error"]
 
 
+def test_images_without_low_frequency_content_are_not_evidence(tmp_path: Path) -> None:
+    # Two unrelated flat images tokenize to neutral tokens only, whose windows are alike: a scan does not
+    # look those up, so a flat benchmark image is not flagged against a flat training image; a copy still is.
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    Image.new("RGB", (64, 48), (128, 128, 128)).save(tasks / "grey.png")
+    _skimage_photo("rocket.jpg").save(tasks / "rocket.png")
+    rows = [{"id": "flat", "image": "grey.png", "question": "Is this grey?", "answer": "yes"},
+            {"id": "copy", "image": "rocket.png", "question": "Is this a rocket?", "answer": "yes"}]  # fmt: skip
+    (tasks / "local.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tasks / "local.yaml").write_text(
+        "task: local_flat\ndataset:\n  data_files: {test: local.jsonl}\nsplit: test\ndoc_id: id\n"
+        "doc_to_messages:\n  - role: user\n    content:\n      - image: image\n      - text: '{question}'\n"
+        "output_type: generate\ntarget: answer\nextractor: raw\nmetrics: [exact_match]\n"
+    )
+    Image.new("RGB", (30, 30), (250, 250, 250)).save(tmp_path / "white.png")
+    _transform(_skimage_photo("rocket.jpg"), "resized").save(tmp_path / "rocket_copy.jpg", quality=40)
+    corpus = tmp_path / "train.json"
+    corpus.write_text(json.dumps([
+        {"id": "t-white", "image": "white.png", "conversations": [{"from": "human", "value": "<image> A wall."}]},
+        {"id": "t-rocket", "image": "rocket_copy.jpg", "conversations": [{"from": "human", "value": "<image> Go."}]},
+    ]))  # fmt: skip
+    out = tmp_path / "out"
+    assert main(["contam", "scan", "--include_path", str(tasks), "--tasks", "local_flat", "--corpus", str(corpus),
+                 "--out", str(out), "--no_progress"]) == 0  # fmt: skip
+    flat, copy = json.loads((out / "contam_report.json").read_text())["tasks"]["local_flat"]["instance_results"]
+    assert flat["image"]["ngrams"] == 0 and not flat["image_overlap"]
+    assert copy["image_overlap"] and copy["image"]["training_ids"] == ["t-rocket"]
+
+
 def test_memory_sizes() -> None:
     from fastmmeval.contam.cli import parse_memory
 

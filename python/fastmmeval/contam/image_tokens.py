@@ -52,13 +52,22 @@ class ImageTokenizer(Protocol):
         """The 32 token ids of each prepared image, as an (n, 32) uint32 array."""
         ...
 
+    def informative_windows(self, tokens: np.ndarray, n: int) -> np.ndarray:
+        """For each n-token window of one image's tokens, whether a scan should look it up."""
+        ...
+
 
 class ImageTokenizerBase:
-    """Gives `encode` to an image tokenizer that defines `prepare` and `encode_prepared`."""
+    """Gives `encode` to an image tokenizer that defines `prepare` and `encode_prepared`, and says every window
+    of its tokens is worth looking up (a tokenizer whose tokens can carry no information overrides that)."""
 
     def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
         """The 32 token ids of each image, as an (n, 32) uint32 array."""
         return self.encode_prepared([self.prepare(image) for image in images])  # type: ignore[attr-defined]
+
+    def informative_windows(self, tokens: np.ndarray, n: int) -> np.ndarray:
+        """For each n-token window of one image's tokens, whether it tells images apart (bool array)."""
+        return np.ones(max(len(tokens) - n + 1, 0), bool)
 
 
 def as_rgb(image: Image.Image) -> Image.Image:
@@ -112,6 +121,7 @@ class OfflineImageTokenizer(ImageTokenizerBase):
     SIZE = 32
     DEAD_ZONE = 0.6  # t = DEAD_ZONE * median |coefficient| (at least the version's floor)
     OUTER = 4.0  # the outer levels start at OUTER * t
+    NEUTRAL = 2 * 3 + 1  # a token's id modulo 16 when its grey level is within the dead zone and chroma neutral
 
     def __init__(self, version: int = VERSION) -> None:
         if version not in self.PARAMS:
@@ -140,6 +150,14 @@ class OfflineImageTokenizer(ImageTokenizerBase):
         """(n, 32) centre-weighted DCT coefficients of (n, SIZE, SIZE) planes, in token order."""
         c = self._dct @ (planes * self._weight) @ self._dct.T
         return c[:, self._rows, self._cols]
+
+    def informative_windows(self, tokens: np.ndarray, n: int) -> np.ndarray:
+        """False for windows of neutral tokens only (no low-frequency content within the dead zones): such
+        windows of two unrelated images match each other, so they are not evidence of a copy."""
+        neutral = np.asarray(tokens) % 16 == self.NEUTRAL
+        if len(neutral) < n:
+            return np.zeros(0, bool)
+        return ~np.lib.stride_tricks.sliding_window_view(neutral, n).all(axis=1)
 
     def encode_prepared(self, prepared: Sequence[np.ndarray]) -> np.ndarray:
         """The 32 token ids of each thumbnail: position * 16 + 3 * grey level (0..4) + chroma level (0..2)."""

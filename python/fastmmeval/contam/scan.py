@@ -86,7 +86,12 @@ def read_instances(
         tokens = image_tokenizer.encode_prepared(prepared) if prepared else np.zeros((0, 0), np.uint32)
         k = 0
         for inst, ims in pending:
-            inst.image_hashes = [_window_hashes(tokens[k + j], n, IMAGE_SEED) for j in range(len(ims))]
+            rows = tokens[k : k + len(ims)]
+            # Windows that cannot tell images apart (e.g. the offline tokenizer's all-neutral ones) are not
+            # looked up: two unrelated flat images would otherwise "overlap".
+            inst.image_hashes = [
+                _window_hashes(row, n, IMAGE_SEED)[image_tokenizer.informative_windows(row, n)] for row in rows
+            ]
             k += len(ims)
         pending.clear()
 
