@@ -129,6 +129,17 @@ def test_changed_images_or_shard_are_decoded_again(tmp_path: Path) -> None:
         assert other.cache_state() == "absent"
 
 
+def test_a_damaged_entry_is_not_read(tmp_path: Path) -> None:
+    shard, cache = _shard(tmp_path), tmp_path / "cache"
+    list(_source(shard, cache, write=True).blocks())
+    [entry] = cache.iterdir()
+    offsets = entry / "tokens.u32.offsets"
+    offsets.write_bytes(offsets.read_bytes()[:-8])
+    reader = _source(shard, cache)
+    assert _by_modality(list(reader.blocks())) == _by_modality(list(_source(shard, None).blocks()))
+    assert reader.cache_state() == "absent" and reader.image_tokenizer.prepared == 27
+
+
 def test_a_build_stopped_midway_leaves_no_entry(tmp_path: Path) -> None:
     shard, cache = _shard(tmp_path), tmp_path / "cache"
     blocks = _source(shard, cache, write=True).blocks()

@@ -161,6 +161,9 @@ def read_entry(cache: ImageTokenCache, describe: dict[str, Any]) -> Entry | None
         return None
     if meta.get("version") != CACHE_VERSION or any(meta.get(k) != v for k, v in describe.items() if k != "shard_state"):
         return None
+    offsets = file_state(path / "tokens.u32.offsets")
+    if offsets is None or offsets[0] != 8 * int(meta.get("images", -1)):  # damaged: as good as none
+        return None
     return Entry(path, meta)
 
 
