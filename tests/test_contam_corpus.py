@@ -296,6 +296,26 @@ def test_jsonl_and_parquet_columns_and_embedded_images(tmp_path: Path) -> None:
         list(open_sources([str(tmp_path / "train.parquet")], text_tokenizer=WordTokenizer())[0].blocks())
 
 
+def test_images_of_finds_the_records_of_training_ids(tmp_path: Path) -> None:
+    # For a report's thumbnails: the images of a few training ids, from JSON and from parquet row groups.
+    rows = []
+    for r in range(12):
+        png = io.BytesIO()
+        Image.new("RGB", (8, 8), (20 * r, 0, 0)).save(png, format="PNG")
+        rows.append({"id": f"r{r}", "text": "hello", "image": {"bytes": png.getvalue(), "path": None}})
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet", row_group_size=4)
+    source = RecordSource(tmp_path / "train.parquet", "parquet", WordTokenizer())
+    found = source.images_of({"r1", "r10", "nobody"})
+    assert sorted(found) == ["r1", "r10"]
+    assert [found[i][0].getpixel((0, 0)) for i in ("r1", "r10")] == [(20, 0, 0), (200, 0, 0)]
+    (tmp_path / "img" / "coco").mkdir(parents=True)
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(tmp_path / "img" / "coco" / "1.png")
+    shard = _llava(tmp_path / "train.json", RECORDS)
+    llava = RecordSource(shard, "llava", WordTokenizer(), image_root=tmp_path / "img")
+    found = llava.images_of({"000001", "000003"})
+    assert [im.size for im in found["000001"]] == [(16, 16)] and found["000003"] == []  # its image is missing
+
+
 def _random_docs(rng: np.random.Generator, count: int) -> list[np.ndarray]:
     lengths = rng.choice([0, 1, 7, 8, 9, 30, 200], size=count)
     return [rng.integers(0, 50, size=n).astype(np.uint32) for n in lengths]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -215,6 +216,13 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
     page = (out / "contam_report.html").read_text()
     assert "<mark>What utensil is resting on the saucer?\nA. Chopsticks" in page  # the copied span, marked
     assert "textcopy-coffee_utensil, imagecopy-coffee" in page and page.count("<h2>demo_") == 2
+    # The top image matches show both sides: the benchmark image and the training image it matched.
+    figures = re.findall(r'<figure><img alt="([^"]*)" src="data:image/jpeg;base64,[A-Za-z0-9+/=]+">', page)
+    assert "benchmark image" in figures and "training imagecopy-china" in figures
+    full = json.loads((out / "contam_report.json").read_text())
+    assert figures.count("benchmark image") == sum(
+        1 for t in full["tasks"].values() for e in t["top_examples"] if e["image"]["overlapping_images"]
+    )
 
 
 def test_streaming_audit_without_index_flags_the_same(planted: dict, tmp_path: Path) -> None:

@@ -262,6 +262,7 @@ def main(args: argparse.Namespace) -> int:
 def _scan(args: argparse.Namespace, console: Console) -> None:
     from dataclasses import replace
 
+    from fastmmeval.contam import thumbnails
     from fastmmeval.contam.index import NgramIndex
     from fastmmeval.contam.report import summary_table, write_report
     from fastmmeval.contam.scan import ScanOptions, scan
@@ -300,7 +301,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
         "image_tokenizer": _describe(image_tok, args.image_tokenizer or getattr(image_tok, "name", "none")),
         "near_dup_threshold": options.near_dup_threshold,
     }
-    paths = write_report(args.out, report)
+    paths = write_report(args.out, report, thumbnails.collect(report, tasks, corpus))
     console.print(summary_table(report))
     missing = {k: v["missing_images"] for k, v in report["corpus"].items() if v.get("missing_images") is not None}
     console.print(f"images missing or unreadable in the corpus: {missing}")

@@ -183,6 +183,37 @@ class RecordSource:
                     yield self._row_record(row, f"{self.path}: row {i}", i)
                     i += 1
 
+    def images_of(self, ids: set[str]) -> dict[str, list[Image.Image]]:
+        """The readable images of the records with these training ids (the first record of each id), found by
+        reading the records again; parquet shards read their id column first and then only the row groups
+        holding those ids."""
+        found: dict[str, list[Image.Image]] = {}
+        for record in self._records_with(ids):
+            if record.id in ids and record.id not in found:
+                found[record.id] = [im for im in map(self._open_image, record.images) if im is not None]
+                if len(found) == len(ids):
+                    break
+        return found
+
+    def _records_with(self, ids: set[str]) -> Iterator[Record]:
+        """Records, among them every record with one of these ids (for parquet, only the row groups holding them)."""
+        if self.format != "parquet" or not self.id_field:
+            yield from self.records()
+            return
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(self.path)
+        columns = [c for c in (*self.text_fields, self.image_field, self.id_field) if c]
+        start = 0
+        for group in range(pf.num_row_groups):
+            rows = pf.metadata.row_group(group).num_rows
+            group_ids = pf.read_row_group(group, columns=[self.id_field]).column(0).to_pylist()
+            if any(str(i) in ids for i in group_ids if i is not None):
+                table = pf.read_row_group(group, columns=columns)
+                for k, row in enumerate(table.to_pylist()):
+                    yield self._row_record(row, f"{self.path}: row {start + k}", start + k)
+            start += rows
+
     def _row_record(self, row: Any, where: str, index: int) -> Record:
         if not isinstance(row, dict):
             raise CorpusError(f"{where}: expected an object, got {type(row).__name__}")

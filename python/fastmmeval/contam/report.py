@@ -118,6 +118,8 @@ dt { font-weight: 600; }
 dd { margin: 0; }
 .example { border-left: 3px solid #DD8452; padding: .2em .8em; margin: .8em 0; }
 .muted { color: #666; }
+.images { display: flex; flex-wrap: wrap; gap: .8em; }
+figure { margin: 0; font-size: 12px; color: #555; }
 """
 
 
@@ -157,7 +159,12 @@ def _ids(e: dict[str, Any]) -> str:
     return _esc(", ".join(dict.fromkeys(ids)))
 
 
-def _example(e: dict[str, Any]) -> str:
+def _figures(uris: list[str], caption: str) -> str:
+    return "".join(f'<figure><img alt="{_esc(caption)}" src="{_esc(u)}"><figcaption>{_esc(caption)}</figcaption>'
+                   "</figure>" for u in uris)  # fmt: skip
+
+
+def _example(e: dict[str, Any], bench: dict[str, list[str]], training: dict[str, list[str]]) -> str:
     text, image = e["text"], e["image"]
     near = ", ".join(f"{d['training_id']} ({d['jaccard']:.2f})" for d in e.get("near_duplicates", []))
     facts = [
@@ -171,10 +178,14 @@ def _example(e: dict[str, Any]) -> str:
     ]  # fmt: skip
     dl = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in facts)
     question = _marked(e.get("question", ""), text["matched"])
-    return f'<div class="example"><h4>{_esc(e["doc_id"])}</h4><p class="text">{question}</p><dl>{dl}</dl></div>'
+    figures = _figures(bench.get(e["doc_id"], []), "benchmark image") + "".join(
+        _figures(training.get(i, []), f"training {i}") for i in image.get("training_ids", [])
+    )
+    images = f'<div class="images">{figures}</div>' if figures else ""
+    return f'<div class="example"><h4>{_esc(e["doc_id"])}</h4><p class="text">{question}</p>{images}<dl>{dl}</dl></div>'
 
 
-def _task_section(t: dict[str, Any]) -> str:
+def _task_section(t: dict[str, Any], thumbnails: dict[str, Any]) -> str:
     entries = t["instance_results"]
     flagged = [e for e in entries if e.get("flagged") or e.get("near_duplicates")]
     parts = [f"<h2>{_esc(t['task'])}</h2>"]
@@ -184,7 +195,8 @@ def _task_section(t: dict[str, Any]) -> str:
         f"near-duplicate question there, {t['errors']} could not be read.</p>"
     )
     if t["top_examples"]:
-        parts.append("<h3>Top examples</h3>" + "".join(_example(e) for e in t["top_examples"]))
+        bench, training = thumbnails.get("benchmark", {}).get(t["task"], {}), thumbnails.get("training", {})
+        parts.append("<h3>Top examples</h3>" + "".join(_example(e, bench, training) for e in t["top_examples"]))
     if flagged:
         rows = [
             [
@@ -206,8 +218,9 @@ def _task_section(t: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def html_report(report: dict[str, Any], chart_png: bytes) -> bytes:
-    """The report as one self-contained HTML page (the chart inlined; every value from the data escaped)."""
+def html_report(report: dict[str, Any], chart_png: bytes, thumbnails: dict[str, Any] | None = None) -> bytes:
+    """The report as one self-contained HTML page (the chart and the thumbnails of `contam.thumbnails.collect`
+    inlined; every value from the data escaped)."""
     settings = report.get("settings", {})
     facts = [(k, json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in settings.items()]
     facts += [(f"corpus: {k}", json.dumps(v)) for k, v in report.get("corpus", {}).items()]
@@ -236,14 +249,14 @@ def html_report(report: dict[str, Any], chart_png: bytes) -> bytes:
         f'<p class="muted">Shares of instances: image overlap among those with images; an instance overlaps when '
         f"one of its n-grams occurs 1 to threshold times in the training data.</p>"
         f'<img alt="overlap per task" src="data:image/png;base64,{chart}">'
-        + "".join(_task_section(t) for t in report["tasks"].values())
+        + "".join(_task_section(t, thumbnails or {}) for t in report["tasks"].values())
         + "</body></html>\n"
     )
     return page.encode("utf-8")
 
 
-def write_report(out: Path, report: dict[str, Any]) -> list[Path]:
-    """Write the five report files into `out`; returns their paths."""
+def write_report(out: Path, report: dict[str, Any], thumbnails: dict[str, Any] | None = None) -> list[Path]:
+    """Write the five report files into `out` (the HTML page with `thumbnails`, if given); returns their paths."""
     out = Path(out)
     names = ("contam_report.json", "contam_summary.csv", "contam_instances.csv", "contam_overlap.png",
              "contam_report.html")  # fmt: skip
@@ -255,7 +268,7 @@ def write_report(out: Path, report: dict[str, Any]) -> list[Path]:
     write_bytes_atomic(paths[2], _csv_bytes(INSTANCE_COLUMNS, rows))
     chart = overlap_chart(report)
     write_bytes_atomic(paths[3], chart)
-    write_bytes_atomic(paths[4], html_report(report, chart))
+    write_bytes_atomic(paths[4], html_report(report, chart, thumbnails))
     return paths
 
 
