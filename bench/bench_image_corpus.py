@@ -142,7 +142,8 @@ def scan_read_serial(task: Task, tokenizer: OfflineImageTokenizer) -> str:
     def flush() -> None:
         tokens = tokenizer.encode([image for _, image in batch])
         for (item, _), row in zip(batch, tokens, strict=True):
-            item[2].append(ngram_hashes(row, np.zeros(1, np.int64), 8, IMAGE_SEED))
+            hashes = ngram_hashes(row, np.zeros(1, np.int64), 8, IMAGE_SEED)
+            item[2].append(hashes[tokenizer.informative_windows(row, 8)])  # as a scan looks them up
         batch.clear()
 
     for ref in task.doc_refs():
