@@ -309,6 +309,16 @@ def test_an_index_built_with_offline_version_1_scans_with_it(
     assert "fingerprint offline-v2 differs from the index's offline-v1" in capsys.readouterr().err
 
 
+def _local_task(folder: Path, name: str, rows: list[dict]) -> None:
+    """A task file `name` in `folder` over `rows` (id, image, question, answer): the image, then the question."""
+    (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / f"{name}.yaml").write_text(
+        f"task: {name}\ndataset:\n  data_files: {{test: {name}.jsonl}}\nsplit: test\ndoc_id: id\n"
+        "doc_to_messages:\n  - role: user\n    content:\n      - image: image\n      - text: '{question}'\n"
+        "output_type: generate\ntarget: answer\nextractor: raw\nmetrics: [exact_match]\n"
+    )
+
+
 def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> None:
     """A task from --include_path whose second doc's image is missing: that instance carries the reason."""
     tasks = tmp_path / "tasks"
@@ -317,12 +327,7 @@ def test_unreadable_benchmark_docs_are_reported_not_fatal(tmp_path: Path) -> Non
     rows = [{"id": "q1", "image": "yellow.png", "question": "Which colour fills this whole picture frame today?",
              "answer": "yellow"},
             {"id": "q2", "image": "gone.png", "question": "What is shown?", "answer": "nothing"}]  # fmt: skip
-    (tasks / "local.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tasks / "local.yaml").write_text(
-        "task: local_colours\ndataset:\n  data_files: {test: local.jsonl}\nsplit: test\ndoc_id: id\n"
-        "doc_to_messages:\n  - role: user\n    content:\n      - image: image\n      - text: '{question}'\n"
-        "output_type: generate\ntarget: answer\nextractor: raw\nmetrics: [exact_match]\n"
-    )
+    _local_task(tasks, "local_colours", rows)
     corpus = tmp_path / "train.jsonl"
     record = {"id": "t1", "text": "Which colour fills this whole picture frame today? Yellow."}
     corpus.write_text(json.dumps(record) + "\n")
@@ -347,12 +352,7 @@ def test_images_without_low_frequency_content_are_not_evidence(tmp_path: Path) -
     _skimage_photo("rocket.jpg").save(tasks / "rocket.png")
     rows = [{"id": "flat", "image": "grey.png", "question": "Is this grey?", "answer": "yes"},
             {"id": "copy", "image": "rocket.png", "question": "Is this a rocket?", "answer": "yes"}]  # fmt: skip
-    (tasks / "local.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tasks / "local.yaml").write_text(
-        "task: local_flat\ndataset:\n  data_files: {test: local.jsonl}\nsplit: test\ndoc_id: id\n"
-        "doc_to_messages:\n  - role: user\n    content:\n      - image: image\n      - text: '{question}'\n"
-        "output_type: generate\ntarget: answer\nextractor: raw\nmetrics: [exact_match]\n"
-    )
+    _local_task(tasks, "local_flat", rows)
     Image.new("RGB", (30, 30), (250, 250, 250)).save(tmp_path / "white.png")
     _transform(_skimage_photo("rocket.jpg"), "resized").save(tmp_path / "rocket_copy.jpg", quality=40)
     corpus = tmp_path / "train.json"
