@@ -43,10 +43,10 @@ def collect(report: dict[str, Any], tasks: Sequence[Task], corpus: Sequence[Any]
     id: [uri]}} (training images only from record shards of the corpus, read again for those ids)."""
     examples = _image_examples(report)
     by_name = {t.name: t for t in tasks}
+    refs = {name: {r.id: r for r in by_name[name].doc_refs()} for name in {name for name, _ in examples}}
     bench: dict[str, dict[str, list[str]]] = {}
     for name, e in examples:
-        task = by_name[name]
-        ref = next((r for r in task.doc_refs() if r.id == e["doc_id"]), None)
+        task, ref = by_name[name], refs[name].get(e["doc_id"])
         if ref is None:
             continue
         try:
