@@ -16,18 +16,18 @@ import pytest
 import xxhash
 from PIL import Image
 
-from fastmmeval.contam import corpus
+from fastmmeval.contam import records
 from fastmmeval.contam.corpus import (
     RecordSource,
     expand_paths,
     guess_format,
-    iter_json_array,
     open_sources,
     without_images,
 )
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
 from fastmmeval.contam.image_tokens import ImageTokenizerBase, OfflineImageTokenizer
 from fastmmeval.contam.index import stream_counts
+from fastmmeval.contam.records import iter_json_array
 from fastmmeval.contam.reference import reference_counts, reference_word_ids
 from fastmmeval.contam.settings import CorpusError, IndexSettings
 from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
@@ -153,7 +153,7 @@ def test_hugging_face_tokenizer_from_a_folder(tmp_path: Path) -> None:
 
 def test_json_array_is_parsed_incrementally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _llava(tmp_path / "train.json", RECORDS * 5)
-    monkeypatch.setattr(corpus, "_JSON_CHUNK", 7)  # records straddle many chunk boundaries
+    monkeypatch.setattr(records, "_JSON_CHUNK", 7)  # records straddle many chunk boundaries
     assert list(iter_json_array(path)) == RECORDS * 5
     (tmp_path / "bad.json").write_text(json.dumps(RECORDS)[:-40])
     with pytest.raises(CorpusError, match=r"bad\.json: record 2: invalid JSON"):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import glob
 import io
-import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
 from fastmmeval.contam.image_cache import EntryWriter, ImageTokenCache, RefStates, entry_path, file_state, read_entry
 from fastmmeval.contam.image_tokens import as_rgb
+from fastmmeval.contam.records import Record, iter_json_array, llava_record, strip_placeholders
 from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
 from fastmmeval.distributed import available_cores
@@ -35,82 +35,6 @@ from fastmmeval.tasks.sources import iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
 IMAGE_BATCH = 64
-_JSON_CHUNK = 1 << 20
-
-
-@dataclass
-class Record:
-    """One training example: its id, its text documents and its image references."""
-
-    id: str
-    texts: list[str]
-    images: list[Any]  # paths (relative to the image root), bytes, {'bytes', 'path'} dicts or PIL images
-
-
-def _strip_placeholders(text: str) -> str:
-    return text.replace("<image>", " ")
-
-
-def iter_json_array(path: Path) -> Iterator[Any]:
-    """The elements of a top-level JSON array, parsed one at a time (memory bounded by the largest element)."""
-    decoder = json.JSONDecoder()
-    with open(path, encoding="utf-8") as f:
-        buf, pos, eof = "", 0, False
-
-        def fill() -> bool:
-            nonlocal buf, pos
-            chunk = f.read(_JSON_CHUNK)
-            buf, pos = buf[pos:] + chunk, 0
-            return bool(chunk)
-
-        def skip(chars: str) -> None:
-            nonlocal pos, eof
-            while True:
-                while pos < len(buf) and buf[pos] in chars:
-                    pos += 1
-                if pos < len(buf) or eof:
-                    return
-                eof = not fill()
-
-        skip(" \t\r\n")
-        if pos >= len(buf) or buf[pos] != "[":
-            raise CorpusError(f"{path}: expected a JSON array of records (LLaVA format)")
-        pos += 1
-        index = 0
-        while True:
-            skip(" \t\r\n,")
-            if pos >= len(buf):
-                raise CorpusError(f"{path}: truncated JSON array after {index} records")
-            if buf[pos] == "]":
-                return
-            while True:
-                try:
-                    obj, end = decoder.raw_decode(buf, pos)
-                    break
-                except json.JSONDecodeError as e:
-                    if eof:
-                        raise CorpusError(f"{path}: record {index}: invalid JSON ({e.msg})") from None
-                    eof = not fill()
-            pos = end
-            index += 1
-            yield obj
-
-
-def _llava_record(obj: Any, path: Path, index: int) -> Record:
-    where = f"{path}: record {index}"
-    if not isinstance(obj, dict):
-        raise CorpusError(f"{where}: expected an object, got {type(obj).__name__}")
-    turns = obj.get("conversations")
-    if not isinstance(turns, list):
-        raise CorpusError(f"{where}: field 'conversations' must be a list of {{'from', 'value'}} turns")
-    texts = []
-    for t, turn in enumerate(turns):
-        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
-            raise CorpusError(f"{where}: conversations[{t}] has no string 'value'")
-        texts.append(_strip_placeholders(turn["value"]))
-    image = obj.get("image")
-    images = [] if image is None else list(image) if isinstance(image, list) else [image]
-    return Record(str(obj.get("id", f"{path.name}#{index}")), texts, images)
 
 
 @dataclass
@@ -162,7 +86,7 @@ class RecordSource:
         """The shard's records, read lazily."""
         if self.format == "llava":
             for i, obj in enumerate(iter_json_array(self.path)):
-                yield _llava_record(obj, self.path, i)
+                yield llava_record(obj, self.path, i)
         elif self.format == "jsonl":
             for i, (lineno, row) in enumerate(iter_jsonl(self.path, CorpusError)):
                 yield self._row_record(row, f"{self.path}:{lineno}", i)
@@ -227,7 +151,7 @@ class RecordSource:
             values = [v.get("value") if isinstance(v, dict) else v for v in values]
             if not all(isinstance(v, str) for v in values):
                 raise CorpusError(f"{where}: field {name!r} must hold strings or {{'from', 'value'}} turns")
-            texts.extend(_strip_placeholders(v) for v in values)
+            texts.extend(strip_placeholders(v) for v in values)
         image = row.get(self.image_field) if self.image_field else None
         images = [] if image is None else list(image) if isinstance(image, list) else [image]
         rid = row.get(self.id_field) if self.id_field else None
