@@ -25,16 +25,18 @@ def segment_file(partition: int) -> str:
     return f"p{partition:05d}.seg"
 
 
-def _safe_name(name: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[-60:]
-    return f"{slug}-{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}"
+def safe_name(label: str, key: str | None = None) -> str:
+    """A file name for `label`: its last 60 characters made file-safe, then a hash of `key` (default: the
+    label) so that distinct keys get distinct names."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[-60:]
+    return f"{slug}-{hashlib.blake2b((label if key is None else key).encode(), digest_size=6).hexdigest()}"
 
 
 def map_shard(source: ShardSource, run_dir: Path, settings: IndexSettings, progress: bool = False) -> dict[str, Any]:
     """Hash, partition, sort and count the n-grams of one source into sorted runs under run_dir/<source name>/,
     spilling whenever `settings.memory_bytes` is reached; returns stats (tokens, docs, windows, missing_images,
     runs)."""
-    return map_sources([source], Path(run_dir) / _safe_name(source.name), settings, progress)
+    return map_sources([source], Path(run_dir) / safe_name(source.name), settings, progress)
 
 
 def map_sources(

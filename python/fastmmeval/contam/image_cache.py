@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from fastmmeval.contam.build import safe_name
 from fastmmeval.contam.settings import TokenBlock
 from fastmmeval.contam.token_shards import TokenShardSource
 
@@ -74,8 +74,7 @@ class RefStates:
 def entry_path(cache: ImageTokenCache, describe: dict[str, Any]) -> Path:
     """Where the entry of a shard read as `describe` says lives (one per shard file, tokenizer and reading)."""
     key = json.dumps({k: describe[k] for k in sorted(describe) if k != "shard_state"}, sort_keys=True)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(describe["shard"]).name)[-60:]
-    return cache.folder / f"{slug}-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+    return cache.folder / safe_name(Path(describe["shard"]).name, key)
 
 
 class EntryWriter:
