@@ -88,9 +88,9 @@ void mapper_add(ng::Mapper& mapper, const py::array& tokens, const i64_array& do
   v.visit([&](const auto* t) { mapper.add(t, v.n_tokens, v.offsets, v.n_docs, seed); });
 }
 
-std::vector<std::string> mapper_finish(ng::Mapper& mapper) {
+std::vector<std::string> mapper_finish(ng::Mapper& mapper, const std::string& alone_prefix) {
   py::gil_scoped_release release;
-  return mapper.finish();
+  return mapper.finish(alone_prefix);
 }
 
 std::unique_ptr<ng::Segment> open_segment(const std::string& path, bool verify) {
@@ -176,7 +176,9 @@ void bind_ngram(py::module_& m) {
            py::arg("dedup"), py::arg("memory_bytes"), py::arg("threads") = 1)
       .def("add", &mapper_add, py::arg("tokens"), py::arg("doc_offsets"), py::arg("seed"),
            "Adds whole documents (uint16 or uint32 tokens, hashed as uint32 like ngram_hashes). Releases the GIL.")
-      .def("finish", &mapper_finish, "Spills what is left; returns the paths of all runs written.")
+      .def("finish", &mapper_finish, py::arg("alone_prefix") = "",
+           "Spills what is left; returns the paths of all runs written. With alone_prefix, a partition that "
+           "had not spilled before writes its one run (already a segment) as <alone_prefix>p<partition:05d>.seg.")
       .def_property_readonly("windows", &ng::Mapper::windows);
   py::class_<ng::Segment>(m, "NgramSegment",
                           "A segment file of an n-gram index, memory-mapped for lookups. Opening checks the "

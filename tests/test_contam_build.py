@@ -12,6 +12,7 @@ from native_checks import releases_gil
 from test_contam_index import ArraySource, build, random_docs, split
 
 from fastmmeval import _core
+from fastmmeval.contam.build import segment_file
 from fastmmeval.contam.hashing import ngram_hashes
 from fastmmeval.contam.reference import count_hashes_reference, merge_counts_reference
 from fastmmeval.contam.segment import read_segment_reference, segment_bytes_reference
@@ -89,6 +90,28 @@ def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp
         np.testing.assert_array_equal(got_h, want_h)
         np.testing.assert_array_equal(got_c, want_c)
     assert stats["windows"] == sum(max(len(d) - 7, 0) for d in docs)
+
+
+def test_partitions_that_never_spilled_are_written_straight_to_their_segments(tmp_path: Path) -> None:
+    docs = random_docs(6, 300, vocab=20, max_len=100)
+    tokens, offsets = np.concatenate(docs), np.cumsum([0] + [len(d) for d in docs[:-1]])
+
+    def mapper() -> _core.NgramMapper:
+        return _core.NgramMapper(str(tmp_path / "runs" / "m-"), 8, 10, 2, False, 64 << 20, 2)
+
+    (tmp_path / "runs").mkdir()
+    as_runs = mapper()
+    as_runs.add(tokens, offsets, 0)
+    runs = as_runs.finish()
+    assert [Path(r).name for r in runs] == [f"m-p{p:05d}-000000.run" for p in range(4)]
+
+    seg_dir = tmp_path / "seg"
+    seg_dir.mkdir()
+    as_segments = mapper()
+    as_segments.add(tokens, offsets, 0)
+    segments = as_segments.finish(alone_prefix=f"{seg_dir}/")
+    assert segments == [str(seg_dir / segment_file(p)) for p in range(4)]
+    assert [Path(s).read_bytes() for s in segments] == [Path(r).read_bytes() for r in runs]
 
 
 def test_map_releases_the_gil(tmp_path: Path) -> None:

@@ -279,16 +279,8 @@ KILLED_BUILD = textwrap.dedent(
     from fastmmeval.contam import index as ix
 
     where = sys.argv[2]
-    if where == "reduce":
-        real = ix.reduce_partition
-        done = []
-        def reduce_then_die(*args, **kw):
-            out = real(*args, **kw)
-            done.append(out)
-            if len(done) == 2:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return out
-        ix.reduce_partition = reduce_then_die
+    if where == "publish":  # every segment written, none published
+        ix.NgramIndex._publish = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
 
     class Hanging(ArraySource):
         def blocks(self):
@@ -303,7 +295,7 @@ KILLED_BUILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("where", ["map", "reduce"])
+@pytest.mark.parametrize("where", ["map", "publish"])
 def test_a_build_killed_midway_leaves_the_index_as_before_and_a_rerun_completes(tmp_path: Path, where: str) -> None:
     path = tmp_path / "ix"
     before = [ArraySource("first", random_docs(7, 300, vocab=4, max_len=60))]

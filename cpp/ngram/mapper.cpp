@@ -213,9 +213,15 @@ void Mapper::spill(size_t p, uint64_t* tmp) {
   }
   const KeyCounts run = sort_counts(spans, keys, 64 - config_.partition_bits, static_cast<uint8_t>(config_.threshold + 1),
                                     tmp, tmp + keys, reinterpret_cast<uint8_t*>(tmp + 2 * keys));
+  const unsigned seq = seq_[p]++;
+  const bool alone = seq == 0 && !alone_prefix_.empty();
   char name[32];
-  std::snprintf(name, sizeof name, "p%05zu-%06u.run", p, seq_[p]++);
-  const std::string path = config_.prefix + name;
+  if (alone) {
+    std::snprintf(name, sizeof name, "p%05zu.seg", p);
+  } else {
+    std::snprintf(name, sizeof name, "p%05zu-%06u.run", p, seq);
+  }
+  const std::string path = (alone ? alone_prefix_ : config_.prefix) + name;
   const std::string tmp_path = path + ".tmp";
   SegmentWriter writer(tmp_path, SegmentKind{config_.n, config_.threshold, config_.partition_bits,
                                              static_cast<uint32_t>(p), config_.dedup});
@@ -272,8 +278,9 @@ void Mapper::spill_all(bool everything) {
   free_next_ = 0;
 }
 
-std::vector<std::string> Mapper::finish() {
+std::vector<std::string> Mapper::finish(const std::string& alone_prefix) {
   if (finished_) throw std::logic_error("NgramMapper: finish() was already called");
+  alone_prefix_ = alone_prefix;
   spill_all(true);
   finished_ = true;
   // The pool's pages go back to the system on a thread of their own (unmapping a GB takes ~0.1 s) while the

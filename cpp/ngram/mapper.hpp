@@ -48,8 +48,10 @@ class Mapper {
   template <typename Token>
   void add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed);
   // Spills what is left and returns the paths of all runs written, in order. The mapper takes no windows
-  // after that; its memory goes back to the system on a thread of its own.
-  std::vector<std::string> finish();
+  // after that; its memory goes back to the system on a thread of its own. With alone_prefix, a partition
+  // that had not spilled before writes its one run as <alone_prefix>p<partition:05d>.seg: a run is already
+  // a segment, so no one has to rename it there.
+  std::vector<std::string> finish(const std::string& alone_prefix = "");
   uint64_t windows() const { return windows_; }
 
  private:
@@ -77,6 +79,7 @@ class Mapper {
   std::vector<std::vector<uint64_t>> staging_;  // per thread: the hashes of the piece it scatters
   std::vector<std::vector<uint64_t>> doc_tmp_;  // per thread: sort scratch of the dedup step
   std::vector<std::vector<std::string>> runs_;  // per partition
+  std::string alone_prefix_;                    // given to finish
   uint64_t windows_ = 0;
   bool finished_ = false;
 };

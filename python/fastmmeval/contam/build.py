@@ -40,9 +40,15 @@ def map_shard(source: ShardSource, run_dir: Path, settings: IndexSettings, progr
 
 
 def map_sources(
-    sources: Sequence[ShardSource], out: Path, settings: IndexSettings, progress: bool
+    sources: Sequence[ShardSource],
+    out: Path,
+    settings: IndexSettings,
+    progress: bool,
+    seg_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """map_shard over several sources sharing one set of partition buckets (fewer, larger runs)."""
+    """map_shard over several sources sharing one set of partition buckets (fewer, larger runs). With seg_dir,
+    a partition that fits in one run has it written there as its segment (`segment_file`), not left in `out`
+    to be renamed."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     mapper = _core.NgramMapper(
@@ -68,7 +74,7 @@ def map_sources(
             missing += source.missing_images()
         if pending is not None:
             pending.result()
-        runs = pool.submit(mapper.finish).result()
+        runs = pool.submit(mapper.finish, "" if seg_dir is None else f"{seg_dir}{os.sep}").result()
     return {"tokens": tokens, "docs": docs, "windows": mapper.windows, "missing_images": missing, "runs": runs}
 
 

@@ -190,13 +190,13 @@ class NgramIndex:
     def _add_local(
         self, sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, progress: bool
     ) -> dict[str, Any]:
-        stats = map_sources(sources, run_dir / "local", self.settings, progress)
         seg_dir.mkdir(parents=True, exist_ok=True)
+        stats = map_sources(sources, run_dir / "local", self.settings, progress, seg_dir)
         by_part = runs_by_partition(run_dir, self.settings)
         jobs = [(runs, seg_dir / segment_file(p)) for p, runs in enumerate(by_part) if runs]
         merges = [job for job in jobs if len(job[0]) > 1]
         with tqdm(total=len(jobs), desc="reduce", unit="part", disable=not progress) as bar:
-            for runs, out in jobs:  # a single run is renamed into place: cheaper here than on a pool
+            for runs, out in jobs:  # a lone run spilled before the end: renamed here, cheaper than on a pool
                 if len(runs) == 1:
                     reduce_partition(runs, out, self.settings)
                     bar.update()
