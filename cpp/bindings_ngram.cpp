@@ -179,7 +179,10 @@ void bind_ngram(py::module_& m) {
       .def("finish", &mapper_finish, py::arg("alone_prefix") = "",
            "Spills what is left; returns the paths of all runs written. With alone_prefix, a partition that "
            "had not spilled before writes its one run (already a segment) as <alone_prefix>p<partition:05d>.seg.")
-      .def_property_readonly("windows", &ng::Mapper::windows);
+      .def_property_readonly("windows", &ng::Mapper::windows)
+      .def_property_readonly("dropped", &ng::Mapper::dropped,
+                             "Windows dropped as copies of a hash whose count saturated within the sampled first "
+                             "windows (they change no count).");
   py::class_<ng::Segment>(m, "NgramSegment",
                           "A segment file of an n-gram index, memory-mapped for lookups. Opening checks the "
                           "header and size and, with verify, the checksum; errors name the file.")

@@ -12,8 +12,9 @@ from native_checks import releases_gil
 from test_contam_index import ArraySource, build, random_docs, split
 
 from fastmmeval import _core
-from fastmmeval.contam.build import segment_file
+from fastmmeval.contam.build import map_shard, segment_file
 from fastmmeval.contam.hashing import ngram_hashes
+from fastmmeval.contam.index import NgramIndex
 from fastmmeval.contam.reference import count_hashes_reference, merge_counts_reference
 from fastmmeval.contam.segment import read_segment_reference, segment_bytes_reference
 from fastmmeval.contam.settings import IndexSettings
@@ -29,18 +30,51 @@ def test_segments_are_byte_identical_whatever_threads_shards_and_memory(tmp_path
     spilled = build(tmp_path / "tiny", split(docs, 4, block_docs=37), tiny)
     assert not list((tmp_path / "tiny").rglob("*.run"))  # runs are consumed by the reduce
     assert roomy == spilled and len(roomy) == base.partitions
+    assert roomy == reference_segments(docs, base)
 
-    # The same bytes as the numpy reference: hash, count, and write each partition's segment in numpy.
+
+def reference_segments(docs: list[np.ndarray], settings: IndexSettings) -> dict[str, bytes]:
+    """Each partition's segment as the numpy reference hashes, counts and writes it."""
     lengths = [len(d) for d in docs]
     hashes = ngram_hashes(np.concatenate(docs).astype(np.uint32), np.cumsum([0] + lengths[:-1]))
-    doc_of = np.repeat(np.arange(len(docs)), [max(n - 7, 0) for n in lengths]) if dedup else None
-    uniq, counts = count_hashes_reference(hashes, base.cap, doc_of)
-    part = (uniq >> np.uint64(60)).astype(int)
-    for p in range(base.partitions):
-        want = segment_bytes_reference(
-            uniq[part == p], counts[part == p], n=8, threshold=10, partition_bits=4, partition=p, dedup=dedup
+    doc_of = np.repeat(np.arange(len(docs)), [max(n - 7, 0) for n in lengths]) if settings.dedup_docs else None
+    uniq, counts = count_hashes_reference(hashes, settings.cap, doc_of)
+    part = (uniq >> np.uint64(63 - settings.partition_bits) >> np.uint64(1)).astype(int)
+    return {
+        segment_file(p): segment_bytes_reference(
+            uniq[part == p],
+            counts[part == p],
+            n=8,
+            threshold=settings.threshold,
+            partition_bits=settings.partition_bits,
+            partition=p,
+            dedup=settings.dedup_docs,
         )
-        assert roomy[f"p{p:05d}.seg"] == want
+        for p in range(settings.partitions)
+    }
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_copies_of_ngrams_saturated_in_the_sample_are_dropped_and_no_count_changes(tmp_path: Path, dedup: bool) -> None:
+    # Boilerplate: one of five 16-token phrases inside every document. The map samples its first block,
+    # where each phrase's 9 n-grams reach the count cap, and drops their copies from the later blocks;
+    # the segments stay the numpy reference's, spilled or not.
+    rng = np.random.default_rng(11)
+    phrases = rng.integers(0, 5000, size=(5, 16), dtype=np.uint32)
+
+    def words(most: int) -> np.ndarray:
+        return rng.integers(0, 5000, size=rng.integers(0, most), dtype=np.uint32)
+
+    docs = [np.concatenate([words(60), phrases[i % 5], words(60)]) for i in range(4000)]
+    source = ArraySource("boilerplate", docs, block_docs=1000)  # ~70k windows a block
+    for memory in (64 << 20, 1 << 20):
+        settings = IndexSettings(threshold=10, partition_bits=4, memory_bytes=memory, threads=2, dedup_docs=dedup)
+        assert build(tmp_path / f"ix{memory}", [source], settings) == reference_segments(docs, settings)
+    assert map_shard(source, tmp_path / "runs", settings)["dropped"] == 3000 * 9  # the copies after the sample
+
+    # Without boilerplate no n-gram saturates in the sample, and every window is scattered.
+    plain = ArraySource("plain", [rng.integers(0, 5000, size=120, dtype=np.uint32) for _ in range(4000)], 1000)
+    assert map_shard(plain, tmp_path / "plain", settings)["dropped"] == 0
 
 
 @pytest.mark.parametrize("partition_bits", [0, 8])
@@ -57,20 +91,9 @@ def test_large_partitions_with_repeats_of_every_length_match_the_numpy_segments(
     docs += [np.full(9 + i, i, dtype=np.uint32) for i in range(3)]  # a few n-grams repeated within a document
     settings = IndexSettings(threshold=10, partition_bits=partition_bits, memory_bytes=64 << 20, threads=2)
     got = build(tmp_path / "ix", [ArraySource("all", docs, block_docs=97)], settings)
-
-    lengths = [len(d) for d in docs]
-    hashes = ngram_hashes(np.concatenate(docs), np.cumsum([0] + lengths[:-1]))
-    uniq, counts = count_hashes_reference(hashes, settings.cap)
-    assert (counts == settings.cap).sum() > 100 and (counts == 1).sum() > 100_000
-    part = (uniq >> np.uint64(64 - partition_bits)).astype(int) if partition_bits else np.zeros(len(uniq), int)
-    want = {
-        f"p{p:05d}.seg": segment_bytes_reference(
-            uniq[part == p], counts[part == p], n=8, threshold=10, partition_bits=partition_bits, partition=p,
-            dedup=False,
-        )
-        for p in np.unique(part)
-    }
-    assert got == want
+    assert got == reference_segments(docs, settings)
+    stats = NgramIndex.open(tmp_path / "ix").stats()
+    assert stats["frequent_ngrams"] > 100 and stats["distinct_ngrams"] - stats["frequent_ngrams"] > 100_000
 
 
 def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp_path: Path) -> None:

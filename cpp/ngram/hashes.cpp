@@ -1,14 +1,10 @@
 #include "ngram/hashes.hpp"
 
+#include "ngram/avx512.hpp"
 #include "ngram/windows.hpp"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ngram hashes are defined over little-endian token bytes; add a byte swap for this target"
-#endif
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FASTMMEVAL_AVX512 1
-#include <immintrin.h>
 #endif
 
 namespace fastmmeval::ngram {
@@ -19,7 +15,6 @@ size_t doc_end(const int64_t* offsets, size_t n_docs, size_t n_tokens, size_t i)
 }
 
 #ifdef FASTMMEVAL_AVX512
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 #ifndef __clang__  // GCC 12 wrongly warns that its own AVX-512 intrinsics read uninitialized values (bug 105593)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -78,11 +73,6 @@ AVX512 size_t hash8_avx512(const Token* t, size_t windows, uint64_t seed, uint64
   return s;
 }
 
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
 #ifndef __clang__
 #pragma GCC diagnostic pop
 #endif

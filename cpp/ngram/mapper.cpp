@@ -76,7 +76,8 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), shift_(63 - co
 }
 
 namespace {
-constexpr size_t kPiece = size_t{1} << 16;  // windows a thread hashes, then scatters, at a time
+constexpr size_t kPiece = size_t{1} << 16;   // windows a thread hashes, then scatters, at a time
+constexpr size_t kSample = size_t{1} << 20;  // windows sampled for hashes that saturate their count
 
 // Windows [begin, begin + windows) of one document, as token offsets.
 struct Span {
@@ -133,6 +134,26 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
     }
     return k;
   };
+  // The first block of a piece's worth of windows is sampled: the hashes that reach the count cap within
+  // its first pieces are dropped from every piece after those (whose copies keep their counts saturated).
+  size_t sampled = 0;  // pieces [0, sampled) of this block are the sample
+  if (!sampled_ && (pieces.size() > 1 || pieces[0].windows >= kPiece)) {
+    std::vector<uint64_t> sample;
+    for (; sampled < pieces.size() && sample.size() < kSample; ++sampled) {
+      const auto got = static_cast<std::ptrdiff_t>(hash_piece(sampled, staging_[0], doc_tmp_[0]));
+      sample.insert(sample.end(), staging_[0].begin(), staging_[0].begin() + got);
+    }
+    std::vector<uint64_t> tmp(sample.size());
+    heavy_.build(sample.data(), tmp.data(), sample.size(), config_.threshold + 1);
+    sampled_ = true;
+  }
+  auto hash_kept = [&](size_t i, unsigned t) {
+    const size_t got = hash_piece(i, staging_[t], doc_tmp_[t]);
+    if (i < sampled || heavy_.size() == 0) return got;
+    const size_t kept = heavy_.drop_held(staging_[t].data(), got);
+    dropped_ += got - kept;
+    return kept;
+  };
   // Every thread takes the next piece, hashes it into its staging buffer and scatters it into its own
   // chunks. A thread that gets no chunk (the pool is used up, or its partition is at its cap) stops
   // there; the others stop after their current piece, partitions are spilled (on all threads), and the
@@ -153,7 +174,7 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
           }
           const size_t i = full || failed ? pieces.size() : next++;
           if (i >= pieces.size()) return;
-          filled[t] = hash_piece(i, staging_[t], doc_tmp_[t]);
+          filled[t] = hash_kept(i, t);
           done[t] = 0;
         }
       } catch (...) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ngram/heavy.hpp"
+
 namespace fastmmeval::ngram {
 
 // Anonymous memory mapped for one owner, its pages taken from the system only as they are first touched.
@@ -53,6 +55,8 @@ class Mapper {
   // a segment, so no one has to rename it there.
   std::vector<std::string> finish(const std::string& alone_prefix = "");
   uint64_t windows() const { return windows_; }
+  // Windows dropped as copies of a hash whose count saturated in the sample (they change no count).
+  uint64_t dropped() const { return dropped_; }
 
  private:
   // Scatters in[k, count) into thread t's chunks; stops early (returning where) when it gets no chunk.
@@ -80,6 +84,9 @@ class Mapper {
   std::vector<std::vector<uint64_t>> doc_tmp_;  // per thread: sort scratch of the dedup step
   std::vector<std::vector<std::string>> runs_;  // per partition
   std::string alone_prefix_;                    // given to finish
+  HeavyHashes heavy_;     // sampled from the first block of at least a piece's windows
+  bool sampled_ = false;
+  std::atomic<uint64_t> dropped_{0};
   uint64_t windows_ = 0;
   bool finished_ = false;
 };

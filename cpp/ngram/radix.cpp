@@ -4,10 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FASTMMEVAL_AVX512 1
-#include <immintrin.h>
-#endif
+#include "ngram/avx512.hpp"
 
 namespace fastmmeval::ngram {
 
@@ -182,18 +179,10 @@ inline size_t insert_one(uint64_t* x, size_t k) {
 }
 
 #ifdef FASTMMEVAL_AVX512
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,popcnt")))
 #ifndef __clang__  // GCC 12 wrongly warns that its own AVX-512 intrinsics read uninitialized values (bug 105593)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("popcnt");
-  return has;
-}
 
 // Odd-even transposition steps over x[0, n): each orders the keys of every pair it covers, pairs
 // (0, 1), (2, 3), ... then pairs (1, 2), (3, 4), ... Keys in place stay; two neighbours that share their

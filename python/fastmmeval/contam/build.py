@@ -35,7 +35,7 @@ def safe_name(label: str, key: str | None = None) -> str:
 def map_shard(source: ShardSource, run_dir: Path, settings: IndexSettings, progress: bool = False) -> dict[str, Any]:
     """Hash, partition, sort and count the n-grams of one source into sorted runs under run_dir/<source name>/,
     spilling whenever `settings.memory_bytes` is reached; returns stats (tokens, docs, windows, missing_images,
-    runs)."""
+    runs, and dropped: windows left out as copies of n-grams whose counts saturated within a sample)."""
     return map_sources([source], Path(run_dir) / safe_name(source.name), settings, progress)
 
 
@@ -75,7 +75,14 @@ def map_sources(
         if pending is not None:
             pending.result()
         runs = pool.submit(mapper.finish, "" if seg_dir is None else f"{seg_dir}{os.sep}").result()
-    return {"tokens": tokens, "docs": docs, "windows": mapper.windows, "missing_images": missing, "runs": runs}
+    return {
+        "tokens": tokens,
+        "docs": docs,
+        "windows": mapper.windows,
+        "dropped": mapper.dropped,
+        "missing_images": missing,
+        "runs": runs,
+    }
 
 
 def runs_by_partition(run_dir: Path, settings: IndexSettings) -> list[list[Path]]:
