@@ -8,6 +8,7 @@
 #include "ngram/hashes.hpp"
 #include "ngram/mapper.hpp"
 #include "ngram/merge.hpp"
+#include "ngram/radix.hpp"
 #include "ngram/segment.hpp"
 #include "ngram/stream.hpp"
 #include "ngram/windows.hpp"
@@ -67,6 +68,30 @@ TokenView token_view(const std::string& fn, const py::array& tokens, const i64_a
   const std::string problem = ng::validate_offsets(doc_offsets.data(), n_docs, n_tokens, 1);
   if (!problem.empty()) throw py::value_error(fn + ": " + problem);
   return {tokens.data(), n_tokens, !u16, doc_offsets.data(), n_docs};
+}
+
+py::tuple sort_counts(const u64_array& keys, unsigned bits, unsigned cap) {
+  if (keys.ndim() != 1) throw py::value_error("sort_counts: keys must be a 1-D array");
+  if (bits < 1 || bits > 64) throw py::value_error("sort_counts: bits must be in 1..64");
+  if (cap < 1 || cap > 255) throw py::value_error("sort_counts: cap must be in 1..255");
+  const auto n = static_cast<size_t>(keys.size());
+  const uint64_t* k = keys.data();
+  const uint64_t high = bits == 64 ? 0 : ~uint64_t{0} << bits;
+  for (size_t i = 1; i < n; ++i) {
+    if ((k[i] & high) != (k[0] & high)) throw py::value_error("sort_counts: keys must agree above the low bits");
+  }
+  std::vector<uint64_t> a(n), b(n);
+  std::vector<uint8_t> counts(n);
+  ng::KeyCounts got{};
+  {
+    py::gil_scoped_release release;
+    got = ng::sort_counts({{k, n}}, n, bits, static_cast<uint8_t>(cap), a.data(), b.data(), counts.data());
+  }
+  py::array_t<uint64_t> out_keys(static_cast<py::ssize_t>(got.size));
+  py::array_t<uint8_t> out_counts(static_cast<py::ssize_t>(got.size));
+  std::copy(got.keys, got.keys + got.size, out_keys.mutable_data());
+  std::copy(got.counts, got.counts + got.size, out_counts.mutable_data());
+  return py::make_tuple(out_keys, out_counts);
 }
 
 void check_kind(const std::string& fn, uint32_t n, uint32_t threshold, uint32_t partition_bits) {
@@ -193,6 +218,9 @@ void bind_ngram(py::module_& m) {
       .def_property_readonly("partition", [](const ng::Segment& s) { return s.header().partition; })
       .def("lookup", &segment_lookup, py::arg("queries"), py::arg("out"), py::arg("cap"),
            "out[i] = min(cap, out[i] + stored count of queries[i]) for ascending uint64 queries. Releases the GIL.");
+  m.def("sort_counts", &sort_counts, py::arg("keys"), py::arg("bits"), py::arg("cap"),
+        "The distinct keys in ascending order and how often each occurs, saturated at cap: the map's sort and "
+        "count of one partition, whose keys agree above their low `bits`. Releases the GIL.");
   m.def("merge_segments", &merge_segments, py::arg("inputs"), py::arg("out"), py::arg("n"), py::arg("threshold"),
         py::arg("partition_bits"), py::arg("partition"), py::arg("dedup"),
         "K-way merge of segment files of one partition (checked against n, threshold, partition and dedup, "

@@ -81,11 +81,11 @@ def test_copies_of_ngrams_saturated_in_the_sample_are_dropped_and_no_count_chang
 def test_large_partitions_with_repeats_of_every_length_match_the_numpy_segments(
     tmp_path: Path, partition_bits: int
 ) -> None:
-    # Partitions of thousands to hundreds of thousands of keys: the sort leaves keys out of place for the
-    # count step to move, and n-grams repeated 1 to 40 times (runs that straddle 8-key vectors and saturate)
-    # sit among distinct ones.
+    # Partitions of thousands to 700,000 keys (sorted in cache-sized parts): the sort leaves keys out of
+    # place for the count step to move, and n-grams repeated 1 to 40 times (runs that straddle 8-key vectors
+    # and saturate) sit among distinct ones.
     rng = np.random.default_rng(7)
-    docs = list(rng.integers(0, 60_000, size=(300, 1000), dtype=np.uint32))
+    docs = list(rng.integers(0, 60_000, size=(700, 1000), dtype=np.uint32))
     phrases = rng.integers(0, 60_000, size=(400, 8), dtype=np.uint32)
     docs += [phrases[i] for i in range(len(phrases)) for _ in range(1 + i % 40)]
     docs += [np.full(9 + i, i, dtype=np.uint32) for i in range(3)]  # a few n-grams repeated within a document
@@ -93,7 +93,32 @@ def test_large_partitions_with_repeats_of_every_length_match_the_numpy_segments(
     got = build(tmp_path / "ix", [ArraySource("all", docs, block_docs=97)], settings)
     assert got == reference_segments(docs, settings)
     stats = NgramIndex.open(tmp_path / "ix").stats()
-    assert stats["frequent_ngrams"] > 100 and stats["distinct_ngrams"] - stats["frequent_ngrams"] > 100_000
+    assert stats["frequent_ngrams"] > 100 and stats["distinct_ngrams"] - stats["frequent_ngrams"] > 600_000
+
+
+@pytest.mark.parametrize("size", [1, 5000, 300_000, 1_500_000])
+def test_the_sort_and_count_of_a_partition_equals_numpy_unique(size: int) -> None:
+    # Below 2^19 keys a partition is sorted in cache; above, split first by its top bits into parts.
+    rng = np.random.default_rng(size)
+    keys = rng.integers(0, 1 << 56, size=size, dtype=np.uint64) | np.uint64(0x2A << 56)  # partition 42 of 256
+    keys = np.concatenate([keys, keys[: size // 10], np.repeat(keys[: size // 100], 20)])
+    rng.shuffle(keys)
+    want_keys, want_counts = np.unique(keys, return_counts=True)
+    got_keys, got_counts = _core.sort_counts(keys, bits=56, cap=11)
+    np.testing.assert_array_equal(got_keys, want_keys)
+    np.testing.assert_array_equal(got_counts, np.minimum(want_counts, 11))
+
+
+@pytest.mark.parametrize("top", [0, 20, 36])
+def test_keys_sharing_their_top_bits_far_beyond_chance_are_still_sorted_and_counted(top: int) -> None:
+    # Not hashes: the top bits, which the fast path sorts by, say little, so it falls back to a full sort.
+    rng = np.random.default_rng(top)
+    keys = rng.integers(0, 1 << (56 - top), size=700_000, dtype=np.uint64)
+    keys = np.concatenate([keys, keys[:5000]])
+    want_keys, want_counts = np.unique(keys, return_counts=True)
+    got_keys, got_counts = _core.sort_counts(keys, bits=56, cap=11)
+    np.testing.assert_array_equal(got_keys, want_keys)
+    np.testing.assert_array_equal(got_counts, np.minimum(want_counts, 11))
 
 
 def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp_path: Path) -> None:

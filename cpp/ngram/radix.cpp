@@ -38,14 +38,6 @@ void each_key(const std::vector<KeySpan>& spans, F&& f) {
   }
 }
 
-// Copies the spans into a (one after another), counting their digits into hist.
-void gather(const std::vector<KeySpan>& spans, const Digits& d, uint64_t* a, size_t* hist) {
-  each_key(spans, [&](uint64_t k) {
-    *a++ = k;
-    for (unsigned p = 0; p < d.passes; ++p) ++hist[d.slot(p, k)];
-  });
-}
-
 // Turns pass p's digit counts into where each digit's keys start; false if all n keys share one digit
 // (nothing would move).
 bool starts(const Digits& d, unsigned p, size_t* hist, size_t n) {
@@ -127,45 +119,6 @@ void lsd(uint64_t* a, uint64_t* tmp, size_t n, unsigned lo, unsigned width) {
 
 constexpr size_t kGaveUp = ~size_t{0};
 
-// Turns x[0, n) (n > 0), ascending but for keys out of place among the few that share their top digits,
-// into its distinct keys ascending in x[0, m) with their counts (saturated at cap) in counts[0, m); returns
-// m, or kGaveUp once more than `budget` distinct keys had to move for keys out of place.
-size_t count_runs(uint64_t* x, size_t n, unsigned cap, uint8_t* counts, size_t budget) {
-  size_t m = 1, moves = 0;
-  uint64_t last = x[0];
-  unsigned run = 1;  // occurrences of last so far
-  for (size_t i = 1; i < n; ++i) {
-    const uint64_t k = x[i];
-    if (k < last) {  // rare: insert k among the distinct keys so far (last stays the largest)
-      counts[m - 1] = static_cast<uint8_t>(std::min(run, cap));
-      size_t j = m - 1;
-      while (j > 0 && x[j - 1] > k) --j;
-      if (j > 0 && x[j - 1] == k) {
-        counts[j - 1] = static_cast<uint8_t>(std::min(counts[j - 1] + 1u, cap));
-      } else {
-        moves += m - j;
-        if (moves > budget) return kGaveUp;
-        std::memmove(x + j + 1, x + j, (m - j) * sizeof(uint64_t));
-        std::memmove(counts + j + 1, counts + j, m - j);
-        x[j] = k;
-        counts[j] = 1;
-        ++m;
-      }
-      run = counts[m - 1];
-      continue;
-    }
-    // Branch-free: a new key starts a run at x[m], a repeated one extends the run of last.
-    const bool fresh = k != last;
-    counts[m - 1] = static_cast<uint8_t>(std::min(run, cap));
-    run = fresh ? 1 : run + 1;
-    x[m] = k;
-    m += fresh;
-    last = k;
-  }
-  counts[m - 1] = static_cast<uint8_t>(std::min(run, cap));
-  return m;
-}
-
 // Moves x[k] left into its place among ascending x[0, k); returns how many keys it stepped over.
 inline size_t insert_one(uint64_t* x, size_t k) {
   const uint64_t key = x[k];
@@ -176,6 +129,34 @@ inline size_t insert_one(uint64_t* x, size_t k) {
   }
   x[j] = key;
   return k - j;
+}
+
+// Puts the few keys of x[0, n) that are out of place where they belong (insertion); false once more than
+// `budget` keys had to be stepped over. x holds the same keys either way.
+bool fix_up(uint64_t* x, size_t n, size_t budget) {
+  size_t moves = 0;
+  for (size_t i = 1; i < n; ++i) {
+    moves += insert_one(x, i);
+    if (moves > budget) return false;
+  }
+  return true;
+}
+
+// The distinct keys of ascending x[0, n) (n > 0) into x[0, m) and their counts, saturated at cap, into
+// counts[0, m); returns m.
+size_t dedup(uint64_t* x, size_t n, unsigned cap, uint8_t* counts) {
+  size_t m = 1;
+  unsigned run = 1;  // occurrences of x[m - 1] so far
+  for (size_t i = 1; i < n; ++i) {
+    // Branch-free: a new key starts a run at x[m], a repeated one extends the run of x[m - 1].
+    const bool fresh = x[i] != x[m - 1];
+    counts[m - 1] = static_cast<uint8_t>(std::min(run, cap));
+    run = fresh ? 1 : run + 1;
+    x[m] = x[i];
+    m += fresh;
+  }
+  counts[m - 1] = static_cast<uint8_t>(std::min(run, cap));
+  return m;
 }
 
 #ifdef FASTMMEVAL_AVX512
@@ -267,9 +248,12 @@ AVX512 size_t dedup_avx512(uint64_t* x, size_t n, unsigned cap, uint8_t* counts,
 #endif
 #endif
 
-// count_runs with n words of scratch: where the CPU has AVX-512, vector passes (two odd-even steps, a check
-// that inserts the keys still out of place, then the distinct keys and their counts); the scalar loop
-// elsewhere. The same result either way.
+// The distinct keys of x[0, n) (n > 0, ascending but for keys out of place among the few that share their
+// top digits) into x[0, m) and their counts, saturated at cap, into counts[0, m); returns m, or kGaveUp
+// (x holding the same keys) once more than `budget` keys had to be stepped over to put keys in place.
+// scratch holds n words. Where the CPU has AVX-512, vector passes (two odd-even steps, a check that inserts
+// the keys still out of place, then the distinct keys and their counts); scalar ones elsewhere. The same
+// result either way.
 size_t count_runs(uint64_t* x, size_t n, unsigned cap, uint8_t* counts, size_t budget, uint64_t* scratch) {
 #ifdef FASTMMEVAL_AVX512
   if (has_avx512()) {
@@ -279,7 +263,8 @@ size_t count_runs(uint64_t* x, size_t n, unsigned cap, uint8_t* counts, size_t b
   }
 #endif
   (void)scratch;
-  return count_runs(x, n, cap, counts, budget);
+  if (!fix_up(x, n, budget)) return kGaveUp;
+  return dedup(x, n, cap, counts);
 }
 
 unsigned bit_width(size_t n) {
@@ -301,21 +286,14 @@ void radix_sort(uint64_t* a, uint64_t* tmp, size_t n, unsigned bits) {
   while ((size_t{1} << (top - 4)) < n && top < bits) ++top;
   top = std::min(top, bits);
   lsd(a, tmp, n, bits - top, top);
-  if (top == bits) return;
-  size_t moves = 0;
-  const size_t budget = n / 4;
-  for (size_t i = 1; i < n; ++i) {
-    moves += insert_one(a, i);
-    if (moves > budget) {
-      lsd(a, tmp, n, 0, bits);
-      return;
-    }
-  }
+  if (top < bits && !fix_up(a, n, n / 4)) lsd(a, tmp, n, 0, bits);
 }
 
-KeyCounts sort_counts(const std::vector<KeySpan>& spans, size_t n, unsigned bits, uint8_t cap, uint64_t* a,
-                      uint64_t* b, uint8_t* counts) {
-  if (n == 0) return {a, counts, 0};
+namespace {
+
+// sort_counts of spans that fit the caches.
+KeyCounts sort_counts_in_cache(const std::vector<KeySpan>& spans, size_t n, unsigned bits, uint8_t cap, uint64_t* a,
+                               uint64_t* b, uint8_t* counts) {
   // Near-uniform hashes sorted by their top log2(n) + 1 bits (two passes at a build's partition sizes) have
   // few keys left out of place (about 8%, mostly next to their place), and count_runs moves those as it
   // counts: cheaper than more passes.
@@ -323,15 +301,46 @@ KeyCounts sort_counts(const std::vector<KeySpan>& spans, size_t n, unsigned bits
   const Digits d(bits - top, top);
   std::vector<size_t> hist = d.histogram();
   uint64_t* sorted = lsd_spans(spans, d, hist.data(), a, b, n);
-  size_t m = count_runs(sorted, n, cap, counts, top < bits ? n / 4 : kGaveUp, sorted == a ? b : a);
+  uint64_t* other = sorted == a ? b : a;
+  size_t m = count_runs(sorted, n, cap, counts, top < bits ? n / 4 : kGaveUp, other);
   if (m == kGaveUp) {  // keys sharing top bits far beyond chance: a full sort
-    const Digits all(0, bits);
-    hist = all.histogram();
-    gather(spans, all, a, hist.data());
-    sorted = lsd_passes(all, hist.data(), a, b, n);
-    m = count_runs(sorted, n, cap, counts, kGaveUp, sorted == a ? b : a);
+    lsd(sorted, other, n, 0, bits);
+    m = count_runs(sorted, n, cap, counts, kGaveUp, other);
   }
   return {sorted, counts, m};
+}
+
+constexpr size_t kPartKeys = size_t{1} << 18;  // keys of a part sorted in cache (2 MiB, and twice that of buffers)
+
+}  // namespace
+
+KeyCounts sort_counts(const std::vector<KeySpan>& spans, size_t n, unsigned bits, uint8_t cap, uint64_t* a,
+                      uint64_t* b, uint8_t* counts) {
+  if (n == 0) return {a, counts, 0};
+  // Over twice a part's keys, the radix passes would scatter across more memory than the caches hold: the
+  // keys are first split by their top bits into parts of about kPartKeys (one pass to a few places), in b,
+  // and each part is sorted and counted in cache, its distinct keys moved down to follow the previous
+  // part's in a.
+  const unsigned split = n > 2 * kPartKeys ? std::min({bit_width((n - 1) / kPartKeys), bits, kMaxDigit}) : 0;
+  const Digits d(bits - split, split);
+  std::vector<size_t> hist = d.histogram();
+  if (split > 0) count_digits(spans, d, hist.data());
+  if (split == 0 || !starts(d, 0, hist.data(), n)) return sort_counts_in_cache(spans, n, bits, cap, a, b, counts);
+  const size_t parts = size_t{1} << split;
+  const std::vector<size_t> begin(hist.begin(), hist.begin() + static_cast<std::ptrdiff_t>(parts));
+  size_t* const end = hist.data();  // each part's next free place, then its end
+  each_key(spans, [&](uint64_t k) { b[end[d.digit(0, k)]++] = k; });
+  size_t m = 0;
+  for (size_t j = 0; j < parts; ++j) {
+    const size_t size = end[j] - begin[j];
+    if (size == 0) continue;
+    // The part is sorted from and into its own places in b and a (those of later parts stay untouched).
+    const KeyCounts part = sort_counts_in_cache({{b + begin[j], size}}, size, bits - split, cap, b + begin[j],
+                                                a + begin[j], counts + m);
+    std::memmove(a + m, part.keys, part.size * sizeof(uint64_t));
+    m += part.size;
+  }
+  return {a, counts, m};
 }
 
 }  // namespace fastmmeval::ngram
