@@ -10,7 +10,7 @@ namespace fastmmeval::ngram {
 
 namespace {
 // An empty slot holds a value whose own slot is another one, so no hash matches it.
-uint64_t empty_slot(size_t s) { return ~(uint64_t{s} << 20); }
+uint64_t empty_slot(size_t s) { return ~(uint64_t{s} << HeavyHashes::kShift); }
 }  // namespace
 
 HeavyHashes::HeavyHashes() : table_(kSlots) { clear(); }
@@ -55,7 +55,7 @@ AVX512 size_t drop_held_avx512(const uint64_t* table, uint64_t* keys, size_t cou
   size_t m = 0, k = 0;
   for (; k + 8 <= count; k += 8) {
     const __m512i v = _mm512_loadu_si512(keys + k);
-    const __m512i slots = _mm512_and_si512(_mm512_srli_epi64(v, 20), mask);
+    const __m512i slots = _mm512_and_si512(_mm512_srli_epi64(v, HeavyHashes::kShift), mask);
     const __mmask8 kept = _mm512_cmpneq_epu64_mask(_mm512_i64gather_epi64(slots, table, 8), v);
     _mm512_storeu_si512(keys + m, _mm512_maskz_compress_epi64(kept, v));
     m += static_cast<size_t>(__builtin_popcount(kept));
