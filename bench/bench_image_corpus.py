@@ -44,10 +44,10 @@ from fastmmeval.contam.image_cache import ImageTokenCache
 from fastmmeval.contam.image_tokens import OfflineImageTokenizer
 from fastmmeval.contam.scan import read_instances
 from fastmmeval.contam.text_tokens import WordTokenizer
-from fastmmeval.distributed import available_cores
 from fastmmeval.protocol import ImagePart, TextPart
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.task import Task
+from fastmmeval.util import available_cores
 
 PHOTOS = [
     ("skimage", "data/astronaut.png"), ("skimage", "data/chelsea.png"), ("skimage", "data/coffee.png"),

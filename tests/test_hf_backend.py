@@ -11,13 +11,13 @@ import torch
 from PIL import Image
 from test_causal_lm import QUESTIONS as CAUSAL_LM_QUESTIONS
 
-from fastmmeval.distributed import available_cores
 from fastmmeval.engine import ScheduledStep, Sequence, kv_cache
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS
 from fastmmeval.models.causal_lm import CausalLM
 from fastmmeval.models.hf import HF
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
+from fastmmeval.util import available_cores
 
 QUESTIONS = [*CAUSAL_LM_QUESTIONS, "Is the cat on the mat? Yes, no or maybe.", "STOP 42"]
 

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from fastmmeval.errors import FastmmevalError
+from fastmmeval.util import available_cores
 
 T = TypeVar("T")
 # How long the launcher waits, beyond the timeout, for ranks to stop by themselves after one failed.
@@ -110,12 +111,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells it)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def launch(argv: list[str], num_processes: int, timeout_s: float) -> int:

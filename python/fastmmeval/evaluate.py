@@ -28,7 +28,7 @@ from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.models.base import add_usage
 from fastmmeval.protocol import Response
 from fastmmeval.results import RunDir
-from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks import resolve
 from fastmmeval.tasks.task import Task
 
 
@@ -277,8 +277,7 @@ def _evaluate(
     ranks: Ranks,
     retry_failed: bool,
 ) -> tuple[RunDir, dict[str, Any]]:
-    catalog = Catalog(Path(p) for p in config.include_path)
-    tasks = [Task(c) for c in catalog.resolve(config.tasks)]
+    tasks = resolve(config.tasks, config.include_path)
     for task in tasks:
         for metric in task.metrics:
             problem = metric.unavailable() if metric.unavailable else None

@@ -266,8 +266,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     from fastmmeval.contam.index import NgramIndex
     from fastmmeval.contam.report import summary_table, write_report
     from fastmmeval.contam.scan import ScanOptions, scan
-    from fastmmeval.tasks.catalog import Catalog
-    from fastmmeval.tasks.task import Task
+    from fastmmeval.tasks import resolve
 
     if args.index is None and not args.corpus:
         raise ConfigError("contam scan: give --index DIR, or --corpus SHARDS for a streaming audit")
@@ -278,8 +277,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     else:
         text_tok, image_tok = _tokenizers(args.text_tokenizer or "words", args.image_tokenizer or "offline")
         settings = _settings(args)
-    catalog = Catalog(Path(p) for p in args.include_path)
-    tasks = [Task(c) for c in catalog.resolve(t.strip() for t in args.tasks.split(",") if t.strip())]
+    tasks = resolve((t.strip() for t in args.tasks.split(",") if t.strip()), args.include_path)
     corpus = _sources(args, args.corpus, text_tok, image_tok) if args.corpus else None
     options = ScanOptions(
         settings=settings,

@@ -30,8 +30,7 @@ from fastmmeval.contam.image_tokens import as_rgb
 from fastmmeval.contam.records import Record, iter_json_array, llava_record, strip_placeholders
 from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.token_shards import TokenShardSource
-from fastmmeval.distributed import available_cores
-from fastmmeval.tasks.sources import iter_jsonl
+from fastmmeval.util import available_cores, iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
 IMAGE_BATCH = 64

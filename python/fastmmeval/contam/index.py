@@ -33,7 +33,7 @@ from fastmmeval.contam.build import map_sources, merge_runs, reduce_partition, r
 from fastmmeval.contam.corpus import with_image_cache
 from fastmmeval.contam.segment import NgramIndexError, read_header
 from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock, check_block
-from fastmmeval.results import write_json_atomic
+from fastmmeval.util import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
 FORMAT_VERSION = 2  # 2: bit-packed segments (segment format 2)

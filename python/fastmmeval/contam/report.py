@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.table import Table
 
-from fastmmeval.results import write_bytes_atomic, write_json_atomic
+from fastmmeval.util import write_bytes_atomic, write_json_atomic
 
 SUMMARY_COLUMNS = (
     "task", "instances", "errors", "flagged", "text_overlap_share", "image_overlap_share", "near_duplicate_share",

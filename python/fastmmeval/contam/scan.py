@@ -32,11 +32,11 @@ from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
 from fastmmeval.contam.index import stream_counts
 from fastmmeval.contam.near_dup import NearDupFinder
 from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock
-from fastmmeval.distributed import available_cores
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.pools import ordered_map
 from fastmmeval.protocol import ImagePart, TextPart
 from fastmmeval.tasks.task import Task
+from fastmmeval.util import available_cores
 
 IMAGE_BATCH = 64
 TOP_EXAMPLES = 5

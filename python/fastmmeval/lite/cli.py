@@ -76,7 +76,7 @@ def _cmd_select(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from fastmmeval.lite.validate import Thresholds, validate
-    from fastmmeval.results import write_json_atomic
+    from fastmmeval.util import write_json_atomic
 
     th = Thresholds(min_corr=args.min_corr, bootstrap_iters=args.bootstrap_iters, seed=args.seed)
     report = validate(args.full, args.lite, th, progress=not args.no_progress)

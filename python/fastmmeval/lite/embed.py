@@ -31,8 +31,8 @@ from tqdm import tqdm
 
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.protocol import TextPart
-from fastmmeval.results import write_bytes_atomic, write_json_atomic
 from fastmmeval.tasks.task import Task
+from fastmmeval.util import write_bytes_atomic, write_json_atomic
 
 CLIP_ID = "openai/clip-vit-large-patch14"
 BGE_M3_ID = "BAAI/bge-m3"

@@ -19,10 +19,10 @@ import numpy as np
 from fastmmeval.errors import ConfigError
 from fastmmeval.lite.baselines import kmeans_subset, random_subset, stratified_subset
 from fastmmeval.lite.embed import Embeddings, embed_task, image_encoder, text_encoder
-from fastmmeval.results import write_bytes_atomic, write_json_atomic
-from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks import resolve
 from fastmmeval.tasks.sources import cache_dir
 from fastmmeval.tasks.task import Task
+from fastmmeval.util import write_bytes_atomic, write_json_atomic
 
 METHODS = ("kcenter", "random", "kmeans", "stratified")
 SELECTION_FORMAT = "fastmmeval-lite-selection/1"
@@ -170,7 +170,6 @@ def read_selection(path: Path) -> Selection:
 def select(tasks: list[str], out: Path, opts: SelectOptions, include_path: list[Path] | None = None) -> list[Selection]:
     """Choose and write a subset of every task (groups expanded) into `out`; each task's files
     are written as soon as it is done."""
-    configs = Catalog(include_path or []).resolve(tasks)
     embed = None
     if opts.method in ("kcenter", "kmeans"):
         images, texts = image_encoder(opts.image_encoder), text_encoder(opts.text_encoder)
@@ -179,8 +178,8 @@ def select(tasks: list[str], out: Path, opts: SelectOptions, include_path: list[
             return embed_task(task, images, texts, opts.cache, progress=opts.progress)
 
     selections = []
-    for config in configs:
-        selection = select_task(Task(config), opts, embed)
+    for task in resolve(tasks, include_path or ()):
+        selection = select_task(task, opts, embed)
         write_selection(out, selection)
         selections.append(selection)
     return selections

@@ -115,7 +115,7 @@ class HF(Model):
         core made generation slower than preparing them while the engine waits."""
         import torch
 
-        from fastmmeval.distributed import available_cores
+        from fastmmeval.util import available_cores
 
         if self.device.type != "cpu":
             return True

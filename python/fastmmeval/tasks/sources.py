@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.errors import ConfigError, FastmmevalError
+from fastmmeval.errors import ConfigError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks.config import DatasetSpec
+from fastmmeval.util import iter_jsonl
 
 # A builder writes a dataset's files (jsonl/parquet + images) into the folder it is given;
 # the task's `dataset.data_files` are then read relative to that folder.
@@ -93,22 +93,6 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
     image_root = _resolve(base, spec.image_root) if spec.image_root else files[0].parent
     identity = {**spec.identity(), "split": split, "sha256": digest.hexdigest()[:16]}
     return Rows(rows, image_root, identity)
-
-
-def iter_jsonl(path: Path, error: type[FastmmevalError] = ConfigError) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line of a JSON Lines file, read lazily; a line that is not a
-    JSON object raises `error` naming the file and line."""
-    with Path(path).open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise error(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise error(f"{path}:{lineno}: each line must be a JSON object")
-            yield lineno, row
 
 
 def _pick_split(data: Any, split: str, where: str) -> Any:

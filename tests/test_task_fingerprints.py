@@ -1,0 +1,70 @@
+"""The protocol fingerprint of every built-in task, pinned: a change to a task file, to the loader or
+to inheritance (`extends:`) that would change a score shows up here first. A deliberate protocol change
+updates its line in the same commit (and bumps the task's `version`)."""
+
+from fastmmeval.tasks.catalog import Catalog
+
+PINNED = {
+    "ai2d": "54c5cca308d015b3",
+    "ai2d_lite": "a8a3c2808d65d016",
+    "chartqa": "a1077cee6751cfa3",
+    "chartqa_lite": "7f6d4271572dfddc",
+    "cmmmu_val": "ed4dd51ade072960",
+    "coco2014_cap_val": "3f6dd37ddeb968cc",
+    "coco2017_cap_val": "0351caccc3f17652",
+    "coco2017_cap_val_lite": "cde6f3b426f0b165",
+    "demo_digits": "52faee6d7f01918d",
+    "demo_digits_judged": "5f96f55242f57e11",
+    "demo_objects": "74f77bee1394162e",
+    "demo_objects_judged": "738ebd707bc5fba5",
+    "demo_yesno": "cbb0e39a535f7511",
+    "docvqa_val": "9a701c9cf1f6bb1a",
+    "docvqa_val_lite": "0f0425d1fa538ccd",
+    "flickr30k_test": "5bcae8b5c8759a5e",
+    "flickr30k_test_lite": "21aec56c15e9b2a9",
+    "gqa": "40e26658c260430b",
+    "gqa_lite": "ed6621670ed08e6b",
+    "hallusion_bench_image": "2531f157568bf558",
+    "infovqa_val": "5ff71be9504edaa3",
+    "infovqa_val_lite": "fffe68fb7ea2d986",
+    "llava_in_the_wild": "f23a973e6355bb95",
+    "mathvista_testmini": "ebfa8aa7a55c127a",
+    "mmbench_cn_dev": "4d345e8043d83515",
+    "mmbench_cn_dev_lite": "8699cb7f231ff26c",
+    "mmbench_en_dev": "5346a91a5a401a15",
+    "mmbench_en_dev_lite": "443afe486d65fa1a",
+    "mme": "2a5b901caf58f27e",
+    "mmmu_val": "1d508ae3f2369b12",
+    "mmstar": "f751083f859e208c",
+    "mmvet": "1533b86fdada0940",
+    "nocaps_val": "2e1de6a70ec85bf7",
+    "nocaps_val_lite": "b9dd2942074169f5",
+    "ocrbench": "b9794f89024cd2e7",
+    "ok_vqa_val2014": "dec8c9c13a213739",
+    "ok_vqa_val2014_lite": "11c55ee0e3e9a15b",
+    "pope": "4c53a92b64f30e97",
+    "pope_adv": "d2f5c9fe65da3061",
+    "pope_pop": "456d33f6573fe602",
+    "pope_random": "d8ebde3a3d8b7828",
+    "realworldqa": "37a4b268514f2857",
+    "refcoco+_bbox_val": "d1c5a16bb7c3ef17",
+    "refcoco_bbox_val": "648056972f627ff4",
+    "refcoco_bbox_val_lite": "42e4ff0e9293c917",
+    "refcocog_bbox_val": "0bc70b5f22085f9e",
+    "scienceqa_img": "48d2209bbc210cef",
+    "seedbench": "92c9cf4d07eb119b",
+    "seedbench_lite": "1e42ed1a727163f3",
+    "textcaps_val": "58df20e0fcda87c8",
+    "textcaps_val_lite": "d453eb45c6eec7fa",
+    "textvqa_val": "c5cf1d6ab4f517ff",
+    "textvqa_val_lite": "b1d57d203883720a",
+    "vizwiz_vqa_val": "bdea5163972da01c",
+    "vizwiz_vqa_val_lite": "25250b22ca79ba2b",
+    "vqav2_val": "0606811f624ab987",
+    "vqav2_val_lite": "c9d6632a95ade0c5",
+}
+
+
+def test_every_builtin_task_keeps_its_pinned_fingerprint() -> None:
+    found = {name: config.fingerprint() for name, config in Catalog().tasks.items()}
+    assert found == PINNED
