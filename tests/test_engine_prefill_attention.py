@@ -79,7 +79,7 @@ def test_without_pruning_the_final_layer_attends_from_every_position(tiny_lm_dir
 
 
 def test_a_probe_that_disagrees_keeps_sdpa(tiny_lm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fastmmeval.engine.pruning.LOGITS_RTOL", -1.0)  # no difference is small enough
+    monkeypatch.setattr("fastmmeval.engine.probe.LOGITS_RTOL", -1.0)  # no difference is small enough
     lm = CausalLM(str(tiny_lm_dir))
     assert not prefill_attention.is_installed(lm.model)
     assert lm.model.config._attn_implementation == "sdpa"

@@ -219,7 +219,7 @@ def test_load_check_refuses_a_layer_that_changes_the_logits(tiny_lm_dir: Path) -
 
 def test_load_check_refuses_when_the_logits_differ(tiny_lm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model, prompts, pad = _lm_model(tiny_lm_dir)
-    monkeypatch.setattr("fastmmeval.engine.pruning.LOGITS_RTOL", -1.0)  # nothing is close enough
+    monkeypatch.setattr("fastmmeval.engine.probe.LOGITS_RTOL", -1.0)  # nothing is close enough
     assert install_last_position_prefill(model, prompts, pad) == []
     assert _hooks(model) is None
 

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fastmmeval.engine import probe
+
 NAME = "fastmmeval_sdpa"
 
 
@@ -50,17 +52,15 @@ def install(model: Any, prompts: list[list[int]], pad_id: int, final_attention: 
     (`final_attention`: the final decoder layer's self-attention module, to attend from the last
     position only; None to keep all of it), kept only if a probe prefill of `prompts` (plain text
     token ids, left-padded with `pad_id`) gives the same last-position logits as SDPA's, within
-    `LOGITS_RTOL` of the largest. Returns whether it was switched."""
+    `probe.LOGITS_RTOL` of the largest. Returns whether it was switched."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    from fastmmeval.engine.pruning import LOGITS_RTOL, probe_inputs
 
     if getattr(getattr(model, "config", None), "_attn_implementation", None) != "sdpa" or not all(prompts):
         return False
     AttentionInterface.register(NAME, attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
-    inputs = probe_inputs(model, prompts, pad_id)
+    inputs = probe.probe_inputs(model, prompts, pad_id)
     try:
         with torch.inference_mode():
             want = model(**inputs, logits_to_keep=1).logits[:, -1].float()
@@ -68,7 +68,7 @@ def install(model: Any, prompts: list[list[int]], pad_id: int, final_attention: 
             setattr(model, _FINAL_ATTR, final_attention)
             with rows_attention(model, inputs["attention_mask"], last_only=True):
                 got = model(**inputs, logits_to_keep=1).logits[:, -1].float()
-        same = bool((got - want).abs().max() <= LOGITS_RTOL * want.abs().max())
+        same = bool((got - want).abs().max() <= probe.LOGITS_RTOL * want.abs().max())
     except (ValueError, KeyError, RuntimeError):
         same = False
     if not same:

@@ -24,17 +24,14 @@ from typing import Any
 import torch
 from torch import nn
 
-logger = logging.getLogger(__name__)
+from fastmmeval.engine import probe
+from fastmmeval.engine.tensors import cache_of
 
-# Relative tolerance (of the largest logit) for the last-position logits at the load-time check:
-# one position run alone may take a different matrix-multiply path than the same row in a batch.
-LOGITS_RTOL = 1e-5
+logger = logging.getLogger(__name__)
 
 _ACTIVE: ContextVar[Any] = ContextVar("fastmmeval_last_position_active", default=None)
 _FULL_LENGTH: ContextVar[int] = ContextVar("fastmmeval_last_position_length", default=0)
 _HOOKS_ATTR = "_fastmmeval_last_position"
-# Text the load-time checks prefill (any plain text: only its token ids matter).
-PROBE_TEXT = "Describe the picture in a few words. Is there a cat, a dog or a person? Answer yes or no."
 _UNPRUNED_ATTR = "_fastmmeval_unpruned_config"
 _DESCRIBED = {"mlp": "MLP", "self_attn.o_proj": "attention output projection", "self_attn.q_proj": "query projection"}
 
@@ -231,8 +228,8 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
     only if, on a probe prefill of `prompts` (plain text token ids, left-padded with `pad_id`), it
     takes one [batch, length, dim] tensor and returns one of the same batch and length; and then
     only if the hooked prefill ran each of them on the last position once, its last-position logits
-    equal the plain one's within `LOGITS_RTOL` (relative to the largest) and its KV cache is exactly
-    equal.
+    equal the plain one's within `probe.LOGITS_RTOL` (relative to the largest) and its KV cache is
+    exactly equal.
     Returns the names of the hooked submodules (`["mlp", "self_attn.o_proj", "self_attn.q_proj"]`),
     empty when nothing was hooked. The query projection is hooked only together with `o_proj`."""
     remove_last_position_prefill(model)
@@ -252,10 +249,10 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
             candidates["self_attn.q_proj"] = q_proj
     if not candidates:
         return []
-    inputs = probe_inputs(model, prompts, pad_id)
+    inputs = probe.probe_inputs(model, prompts, pad_id)
     shapes_ok = {name: True for name in candidates}
 
-    def probe(name: str) -> Any:
+    def check_shapes(name: str) -> Any:
         def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
             x = args[0] if args else None
             shapes_ok[name] = shapes_ok[name] and (
@@ -263,7 +260,7 @@ def install_last_position_prefill(model: Any, prompts: list[list[int]], pad_id: 
                 and output.dim() == 3 and output.shape[:2] == x.shape[:2])
         return hook
 
-    probes = [module.register_forward_hook(probe(name)) for name, module in candidates.items()]
+    probes = [module.register_forward_hook(check_shapes(name)) for name, module in candidates.items()]
     try:
         with torch.inference_mode():
             reference = model(**inputs, use_cache=True, logits_to_keep=1)
@@ -319,26 +316,14 @@ def last_position_only(model: Any, enabled: bool = True) -> Iterator[None]:
         _FULL_LENGTH.set(0)
 
 
-def probe_inputs(model: Any, prompts: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Left-padded prefill inputs for `prompts`, positions counting real tokens (as the engine's)."""
-    from fastmmeval.engine.runner import left_pad  # the runner imports this module
-
-    ids, mask = left_pad(prompts, pad_id)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    device = getattr(model, "device", torch.device("cpu"))
-    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device)}
-
-
 def _same_prefill(reference: Any, hooked: Any) -> bool:
-    """Whether two prefill outputs agree: last-position logits within `LOGITS_RTOL` of the largest
-    logit, and every cache layer's keys and values exactly equal."""
+    """Whether two prefill outputs agree: last-position logits within `probe.LOGITS_RTOL` of the
+    largest logit, and every cache layer's keys and values exactly equal."""
     a, b = reference.logits[:, -1].float(), hooked.logits[:, -1].float()
     if a.shape != b.shape or not torch.isfinite(b).all():
         return False
-    if (a - b).abs().max() > LOGITS_RTOL * a.abs().max():
+    if (a - b).abs().max() > probe.LOGITS_RTOL * a.abs().max():
         return False
-    from fastmmeval.engine.runner import cache_of  # the runner imports this module
-
     caches = [cache_of(reference), cache_of(hooked)]
     layers = [getattr(c, "layers", None) for c in caches]
     if layers[0] is None or layers[1] is None or len(layers[0]) != len(layers[1]):

@@ -8,7 +8,6 @@ position, which the builder's `next_positions` fix once per row.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from fastmmeval.engine.kv_cache import CacheLayout, Move
 from fastmmeval.engine.prefill_attention import rows_attention
 from fastmmeval.engine.pruning import last_position_only
 from fastmmeval.engine.sequence import Sequence
+from fastmmeval.engine.tensors import cache_keyword, cache_of, left_pad
 
 
 @dataclass
@@ -33,14 +33,6 @@ class Batch:
 
 
 PrefillBuilder = Callable[[list[Sequence]], Batch]
-
-
-def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows left-padded with `pad_id` to the longest: (input ids, attention mask)."""
-    width = max(len(r) for r in rows)
-    ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    return ids, mask
 
 
 def window_mask(lengths: list[int], new_tokens: int = 0) -> torch.Tensor:
@@ -220,14 +212,3 @@ class SlotLayer(DynamicLayer):
         self.value_buffer[: self._rows, :, self._end : self._end + new] = value_states
         window = slice(self._start, self._end + new)
         return self.key_buffer[: self._rows, :, window], self.value_buffer[: self._rows, :, window]
-
-
-def cache_keyword(model: Any) -> str:
-    """The name under which `model.forward` takes a KV cache: transformers 5 renamed
-    `past_key_values` to `cache`; accept either."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def cache_of(output: Any) -> Any:
-    """The KV cache of a model output (under either name)."""
-    return output["cache"] if "cache" in output else output["past_key_values"]

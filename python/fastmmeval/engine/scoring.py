@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from fastmmeval.engine.runner import cache_keyword, cache_of
+from fastmmeval.engine.tensors import cache_keyword, cache_of
 
 
 @torch.inference_mode()

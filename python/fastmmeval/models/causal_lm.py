@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from fastmmeval.engine.engine import Engine
 from fastmmeval.engine.loading import ready_for_engine
-from fastmmeval.engine.pruning import PROBE_TEXT
+from fastmmeval.engine.probe import PROBE_TEXT
 from fastmmeval.engine.runner import token_prefill
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.errors import ConfigError

@@ -17,9 +17,11 @@ import torch
 from PIL import Image
 
 from fastmmeval.engine.loading import ready_for_engine
-from fastmmeval.engine.pruning import PROBE_TEXT, unpruned_config_dict
-from fastmmeval.engine.runner import Batch, left_pad
+from fastmmeval.engine.probe import PROBE_TEXT
+from fastmmeval.engine.pruning import unpruned_config_dict
+from fastmmeval.engine.runner import Batch
 from fastmmeval.engine.scoring import score_continuations
+from fastmmeval.engine.tensors import left_pad
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.causal_lm import DTYPES, _sha
 from fastmmeval.protocol import ImagePart, Request, TextPart
