@@ -11,8 +11,8 @@ from peer_lmms_eval import lmms_eval_module
 
 from fastmmeval.errors import DocError
 from fastmmeval.metrics import METRICS, summarize
-from fastmmeval.metrics.mme import COGNITION, PERCEPTION, mme_aggregate, mme_answer, mme_score
-from fastmmeval.metrics.pope import pope_aggregate, pope_answer, pope_score
+from fastmmeval.tasks.families.mme import COGNITION, PERCEPTION, mme_aggregate, mme_answer, mme_score
+from fastmmeval.tasks.families.pope import pope_aggregate, pope_answer, pope_score
 
 ANSWERS = [
     "yes", "no", "Yes", "No", "YES", "NO", "Yes.", "No.", "yes,", "No, there is no dog.", "Yes, there is a dog.",

@@ -35,7 +35,7 @@ from task_fixtures import (
 
 from fastmmeval.extract import EXTRACTORS
 from fastmmeval.metrics import METRICS
-from fastmmeval.tasks.families.hallucination import hallusion_verdict
+from fastmmeval.tasks.families.hallusion_bench import hallusion_verdict
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
 MME = datasets.Features({"question_id": S, "image": IMAGE, "question": S, "answer": S, "category": S})

@@ -2,7 +2,6 @@
 
 # Importing the rule modules registers their extractors.
 from fastmmeval.extract import judge_assisted as _judge_assisted  # noqa: F401
-from fastmmeval.extract import mathvista as _mathvista  # noqa: F401
 from fastmmeval.extract import numbers as _numbers  # noqa: F401
 from fastmmeval.extract import options as _options  # noqa: F401
 from fastmmeval.extract import rules as _rules  # noqa: F401

@@ -45,6 +45,11 @@ def percent(value: float) -> float:
     return 100.0 * value
 
 
+def already_on_100(value: float) -> float:
+    """A value that is already on the 0-100 scale (the `to_100` of metrics reported in percent)."""
+    return value
+
+
 @dataclass(frozen=True)
 class Metric:
     """A per-doc `score`, an `aggregate` over the items, and how its stderr is estimated.

@@ -9,6 +9,7 @@ from fastmmeval.errors import ConfigError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks import demo_data as _demo_data  # noqa: F401  (registers the `demo` builder)
 from fastmmeval.tasks.config import TaskConfig, parse_subset, parse_task
+from fastmmeval.tasks.inherit import resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -20,12 +21,15 @@ class Catalog:
     def __init__(self, include_paths: Iterable[Path] = ()) -> None:
         self.tasks: Registry[TaskConfig] = Registry("task")
         self.groups: dict[str, list[str]] = {}
-        subsets: list[tuple[Path, LineDict]] = []
+        files: list[tuple[Path, Path, LineDict]] = []  # (root folder, file, mapping as written)
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
-            for path in sorted(Path(folder).rglob("*.yaml")):
-                self._add_file(path, subsets)
+            files.extend((Path(folder), path, load_yaml(path)) for path in sorted(Path(folder).rglob("*.yaml")))
+        written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
+        subsets: list[tuple[Path, LineDict]] = []
+        for root, path, data in files:
+            self._add_file(path, resolve_extends(path, data, root, written.get), subsets)
         for path, data in subsets:  # after every folder, so a subset may name a task defined anywhere
             base = data["subset_of"]
             if not isinstance(base, str) or base not in self.tasks:
@@ -36,8 +40,7 @@ class Catalog:
                 if name not in self.tasks:
                     raise ConfigError(f"group {group!r} names {self.tasks.unknown_message(name)}")
 
-    def _add_file(self, path: Path, subsets: list[tuple[Path, LineDict]]) -> None:
-        data = load_yaml(path)
+    def _add_file(self, path: Path, data: LineDict, subsets: list[tuple[Path, LineDict]]) -> None:
         if "subset_of" in data:
             subsets.append((path, data))
             return

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.protocol import GenerationSettings
+from fastmmeval.tasks.inherit import resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 OutputType = Literal["generate", "multiple_choice"]
@@ -120,8 +121,8 @@ class _Reader:
         self.path = path
 
     def fail(self, data: LineDict, key: str, message: str) -> ConfigError:
-        line = data.line_of(key) if isinstance(data, LineDict) else 0
-        return ConfigError(f"{self.path}:{line}: field {key!r}: {message}")
+        where = data.where(key) if isinstance(data, LineDict) and data.path is not None else f"{self.path}:0"
+        return ConfigError(f"{where}: field {key!r}: {message}")
 
     def check_keys(self, data: LineDict, allowed: set[str], what: str) -> None:
         import difflib
@@ -152,8 +153,9 @@ class _Reader:
 
 
 def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
-    """Read and check one task file (or its already-loaded mapping)."""
-    data = load_yaml(path) if data is None else data
+    """Read and check one task file (or its already-loaded mapping, `extends:` resolved). Read alone,
+    a task file may extend another task file in its folder; a task name is looked up by the catalog."""
+    data = resolve_extends(path, load_yaml(path), path.parent) if data is None else data
     r = _Reader(path)
     r.check_keys(data, TASK_KEYS, "task")
     output_type = r.get(data, "output_type", str)
@@ -285,7 +287,7 @@ def _parse_dataset(r: _Reader, data: LineDict, path: Path) -> DatasetSpec:
         data_files=files,
         image_root=r.get(data, "image_root", str, None),
         builder=r.get(data, "builder", str, None),
-        base_dir=str(path.parent),
+        base_dir=str((data.path_of(kinds[0]) or path).parent),  # relative paths are from the file that wrote them
     )
 
 

@@ -8,9 +8,10 @@ by the package's task modules (`fastmmeval.tasks.families.*`), never loaded from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from fastmmeval.errors import DocError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks.config import DatasetSpec
 
@@ -21,3 +22,11 @@ DOC_PROCESSORS: Registry[DocProcessor] = Registry("doc processor")
 # Hub splits a processor reads besides the task's own (e.g. GQA's images, a config of their own), by
 # processor name: `fastmmeval tasks --download` saves them too.
 PROCESSOR_DATA: dict[str, list[tuple[DatasetSpec, str]]] = {}
+
+
+def text_field(fields: Mapping[str, Any], name: str, benchmark: str) -> str:
+    """The string doc field `name`; DocError naming the benchmark and field when it is missing or not a string."""
+    value = fields.get(name)
+    if not isinstance(value, str):
+        raise DocError(f"{benchmark}: doc field {name!r} is missing or not a string")
+    return value

@@ -11,16 +11,27 @@ from fastmmeval.errors import ConfigError
 
 
 class LineDict(dict):
-    """A mapping read from YAML, with `line` (its own, 1-based) and `key_lines` per key."""
+    """A mapping read from YAML, with `line` (its own, 1-based) and `key_lines` per key, the file it was
+    read from (`path`) and, for keys inherited from another file (`extends:`), that file (`key_paths`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.line = 0
         self.key_lines: dict[str, int] = {}
+        self.path: Path | None = None
+        self.key_paths: dict[str, Path] = {}
 
     def line_of(self, key: str) -> int:
         """The line where `key` is written, or the mapping's own line."""
         return self.key_lines.get(key, self.line)
+
+    def path_of(self, key: str) -> Path | None:
+        """The file where `key` is written."""
+        return self.key_paths.get(key, self.path)
+
+    def where(self, key: str) -> str:
+        """`file:line` of `key`, for error messages."""
+        return f"{self.path_of(key)}:{self.line_of(key)}"
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when PyYAML has it
@@ -57,4 +68,13 @@ def load_yaml(path: Path) -> LineDict:
         raise ConfigError(f"{path}: cannot read YAML: {e}") from None
     if not isinstance(data, LineDict):
         raise ConfigError(f"{path}:1: expected a mapping of task settings at the top level")
+    _set_path(data, path)
     return data
+
+
+def _set_path(value: Any, path: Path) -> None:
+    if isinstance(value, LineDict):
+        value.path = path
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for child in children:
+        _set_path(child, path)

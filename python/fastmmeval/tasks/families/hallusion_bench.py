@@ -1,8 +1,5 @@
-"""Hallucination benchmarks as lmms-eval 0.7.3 runs them: MME and POPE (prompt hooks, and POPE's
-literal yes/no reading) and HallusionBench (its aAcc / fAcc / qAcc over figures and question pairs).
-
-MME and POPE score with the package's `mme` and `pope` metrics; this module adds what their task
-files need around them, and HallusionBench's three accuracies."""
+"""HallusionBench as lmms-eval 0.7.3 runs it: its aAcc / fAcc / qAcc over figures and question pairs,
+verdicts from the yes/no rules or from the run's judge with HallusionBench's own prompt."""
 
 from __future__ import annotations
 
@@ -11,36 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastmmeval.errors import DocError
-from fastmmeval.extract import EXTRACTORS, UNPARSED, Extraction
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
+from fastmmeval.metrics.base import already_on_100
 from fastmmeval.tasks.processors import DOC_PROCESSORS
-
-# MME's questions end with this; lmms-eval drops it whenever a post-prompt replaces it.
-MME_YES_NO = " Please answer yes or no."
-
-
-@DOC_PROCESSORS.register("question_stripped")
-def question_stripped(row: dict[str, Any]) -> dict[str, str]:
-    """`question_stripped`: the question without surrounding whitespace (lmms-eval's POPE prompt)."""
-    return {"question_stripped": str(row["question"]).strip()}
-
-
-@DOC_PROCESSORS.register("mme_question")
-def mme_question(row: dict[str, Any]) -> dict[str, str]:
-    """`question_stripped`: the question as lmms-eval's `mme_doc_to_text` leaves it under its
-    default (non-empty) post-prompt: stripped, without MME's own " Please answer yes or no."."""
-    return {"question_stripped": str(row["question"]).strip().replace(MME_YES_NO, "")}
-
-
-@EXTRACTORS.register("yes_no_exact")
-def yes_no_exact(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
-    """'yes' or 'no' when the whole answer, lower-cased and stripped, is that word (lmms-eval's
-    POPE comparison); anything else ("Yes.", "No, there is none") is unparsed, scored wrong."""
-    answer = text.lower().strip()
-    return Extraction(answer, "exact_yes_no") if answer in ("yes", "no") else Extraction(None, UNPARSED)
-
-
-# HallusionBench ---------------------------------------------------------------------------------
 
 _LABELS = {"1": "yes", "0": "no"}
 # lmms-eval's judge verdicts: 1 correct, 0 incorrect, 2 unclear.
@@ -111,15 +81,13 @@ def hallusion_qacc(items: Sequence[Mapping[str, Any]]) -> float:
     return _all_correct_share(items, "question")
 
 
-def _on_100(value: float) -> float:
-    return value
-
-
 def _hallusion_metric(
     name: str, aggregate: Callable[[Sequence[Mapping[str, Any]]], float], judge: str | None
 ) -> Metric:
     # The bootstrap resamples whole sets: both the figure and the question groups lie inside one.
-    return Metric(name, hallusion_item, aggregate, stderr="bootstrap", to_100=_on_100, cluster="set", judge=judge)
+    return Metric(
+        name, hallusion_item, aggregate, stderr="bootstrap", to_100=already_on_100, cluster="set", judge=judge
+    )
 
 
 # hallusion_*: verdicts from the yes/no rules; hallusion_*_judged: from the run's judge with

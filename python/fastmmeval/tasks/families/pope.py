@@ -1,5 +1,7 @@
-"""POPE (object hallucination, yes/no questions): accuracy, precision, recall, F1 and yes ratio
-as the official POPE evaluation (RUCAIBox/POPE `evaluate.py`, LLaVA's `eval_pope.py`) computes them."""
+"""POPE (object hallucination, yes/no questions) as lmms-eval 0.7.3 runs it: the stripped question
+(`question_stripped`), lmms-eval's literal yes/no reading (`yes_no_exact`) or the official one
+(`yes_no_pope`), and accuracy, precision, recall, F1 and yes ratio as the official POPE evaluation
+(RUCAIBox/POPE `evaluate.py`, LLaVA's `eval_pope.py`) computes them (`pope`)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,42 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastmmeval.errors import DocError
+from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
 from fastmmeval.metrics.base import METRICS, Metric
+from fastmmeval.tasks.processors import DOC_PROCESSORS
 
 _NEGATIONS = frozenset({"No", "no", "not"})
+
+
+@DOC_PROCESSORS.register("question_stripped")
+def question_stripped(row: dict[str, Any]) -> dict[str, str]:
+    """`question_stripped`: the question without surrounding whitespace (lmms-eval's POPE prompt)."""
+    return {"question_stripped": str(row["question"]).strip()}
+
+
+@EXTRACTORS.register("yes_no_exact")
+def yes_no_exact(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
+    """'yes' or 'no' when the whole answer, lower-cased and stripped, is that word (lmms-eval's
+    POPE comparison); anything else ("Yes.", "No, there is none") is unparsed, scored wrong."""
+    answer = text.lower().strip()
+    return Extraction(answer, "exact_yes_no") if answer in ("yes", "no") else Extraction(None, UNPARSED)
+
+
+@EXTRACTORS.register("yes_no_pope")
+def yes_no_pope(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
+    """POPE's reading, as the official evaluation (RUCAIBox/POPE `evaluate.py`, copied by LLaVA's
+    `eval_pope.py`): keep the text before the first '.', drop commas, split on single spaces;
+    the word 'No', 'no' or 'not' means 'no' (rule `pope_no_word`), anything else is 'yes' (rule
+    `pope_default_yes`, so hedges and refusals count as yes, as upstream).
+
+    The response is stripped first (LLaVA writes stripped answers); an empty response is unparsed
+    instead of upstream's 'yes'. Case and word boundaries are upstream's: 'NO', 'Nope',
+    'No!' and "isn't" read as yes."""
+    answer = text.strip()
+    if not answer:
+        return Extraction(None, UNPARSED)
+    value = pope_answer(answer)
+    return Extraction(value, "pope_no_word" if value == "no" else "pope_default_yes")
 
 
 def pope_answer(text: str) -> str:

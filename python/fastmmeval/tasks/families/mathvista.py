@@ -1,4 +1,6 @@
-"""MathVista answers, normalized to the doc's answer type as MathVista's official evaluation does.
+"""MathVista as lmms-eval 0.7.3 runs it (task mathvista_testmini_format): the format-prompt query
+(`mathvista_format_prompt`), the answers normalized to the doc's answer type as MathVista's official
+evaluation does (`mathvista`, `mathvista_judge`), and their accuracy (`mathvista_accuracy`).
 
 Mirrors `normalize_extracted_answer` and `get_most_similar` in `evaluation/calculate_score.py`
 of lupantech/MathVista (commit e999481e, run with `--ignore_empty_extractions`), and the rule
@@ -28,10 +30,15 @@ from typing import Any
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
+from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED, JUDGE_FINISH
 from fastmmeval.extract.numbers import number
 from fastmmeval.extract.options import option_letter
 from fastmmeval.extract.rules import LETTERS, answer_part
+from fastmmeval.metrics import METRICS, Metric
+from fastmmeval.metrics.base import already_on_100
 from fastmmeval.metrics.edit_distance import levenshtein_distances
+from fastmmeval.tasks.processors import DOC_PROCESSORS, text_field
+from fastmmeval.tasks.render import format_options
 
 _QUICK = re.compile(r'The answer is "(.*)"\.')
 _LIST = re.compile(r"\[[^\[\]]*\]")
@@ -76,13 +83,6 @@ def normalize_extracted_answer(
     raise DocError(f"mathvista: answer_type {answer_type!r} of a {question_type!r} question has no normalization")
 
 
-def _field(fields: Mapping[str, Any], name: str) -> str:
-    value = fields.get(name)
-    if not isinstance(value, str):
-        raise DocError(f"mathvista: doc field {name!r} is missing or not a string")
-    return value
-
-
 def _multi_choice(response: str, choices: list[str]) -> Extraction:
     if response in choices:
         return Extraction(response, "choice_text")
@@ -104,8 +104,8 @@ def _multi_choice(response: str, choices: list[str]) -> Extraction:
 def mathvista(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
     """The answer in the form MathVista's official scorer compares (see the module docstring)."""
     fields = fields or {}
-    question_type = _field(fields, "question_type")
-    answer_type = _field(fields, "answer_type")
+    question_type = text_field(fields, "question_type", "mathvista")
+    answer_type = text_field(fields, "answer_type", "mathvista")
     response = text.strip()
     if not response:
         return Extraction(None, UNPARSED)
@@ -140,7 +140,8 @@ def mathvista_rules_first(
     (integer / float answers) a number Python reads as it is; every other response is unparsed here,
     for the judge (`mathvista_extract`), whose reply `mathvista_finish` normalizes."""
     fields = fields or {}
-    question_type, answer_type = _field(fields, "question_type"), _field(fields, "answer_type")
+    question_type = text_field(fields, "question_type", "mathvista")
+    answer_type = text_field(fields, "answer_type", "mathvista")
     response = text.strip()
     choices = [str(c) for c in (fields.get("choices") or options)]
     if question_type == "multi_choice" and response in choices:
@@ -159,5 +160,51 @@ def mathvista_finish(extraction: str, options: Sequence[str], fields: Mapping[st
     """A judge's extracted answer, normalized as MathVista's scorer does (`normalize_extracted_answer`)."""
     choices = [str(c) for c in (fields.get("choices") or options)]
     return normalize_extracted_answer(
-        extraction, choices, _field(fields, "question_type"), _field(fields, "answer_type"), fields.get("precision")
+        extraction,
+        choices,
+        text_field(fields, "question_type", "mathvista"),
+        text_field(fields, "answer_type", "mathvista"),
+        fields.get("precision"),
     )
+
+
+JUDGE_ASSISTED["mathvista_judge"] = "mathvista_extract"
+JUDGE_FINISH["mathvista_judge"] = mathvista_finish
+
+
+_FORMAT_HINTS = {
+    "integer": "Answer the question using a single integer number.",
+    ("float", 1): "Answer the question using a single floating-point number with one decimal place.",
+    ("float", 2): "Answer the question using a single floating-point number with two decimal places.",
+    "list": "Answer the question using a Python list.",
+}
+
+
+@DOC_PROCESSORS.register("mathvista_format_prompt")
+def mathvista_format_prompt(row: dict[str, Any]) -> dict[str, str]:
+    """`format_query`: lmms-eval's zero-shot "format-prompt" query (task mathvista_testmini_format):
+    the question with its unit, the choices lettered "A. ...", and the answer-format hint; and
+    `judge_question`: the dataset's own `query`, which the answer-extraction judge is shown."""
+    question_type, answer_type = row["question_type"], row["answer_type"]
+    if question_type == "multi_choice":
+        hint = "Answer with the option's letter from the given choices directly."
+    else:
+        key = ("float", row.get("precision")) if answer_type == "float" else answer_type
+        hint = _FORMAT_HINTS.get(key)
+        if hint is None:
+            raise DocError(
+                f"mathvista: no format hint for answer_type {answer_type!r}, precision {row.get('precision')!r}"
+            )
+    question = str(row["question"]) + (f" (Unit: {row['unit']})" if row.get("unit") else "")
+    choices = format_options([str(c) for c in row["choices"]]) if row.get("choices") else ""
+    format_query = "\n".join(part for part in (question, choices, hint) if part).strip()
+    return {"format_query": format_query, "judge_question": str(row.get("query") or "")}
+
+
+def mathvista_correct(prediction: str | None, targets: Sequence[str], fields: Mapping[str, Any]) -> float:
+    """100 when the normalized answer equals the reference after stripping both (MathVista's
+    `safe_equal`), else 0; unparsed is wrong."""
+    return 100.0 * (prediction is not None and any(prediction.strip() == t.strip() for t in targets))
+
+
+METRICS.add("mathvista_accuracy", Metric("mathvista_accuracy", mathvista_correct, to_100=already_on_100))

@@ -1,6 +1,7 @@
-"""MME: acc and acc+ per subtask and the perception / cognition totals, as the official MME
-calculation tool (BradyFU/Awesome-Multimodal-Large-Language-Models, eval_tool/calculation.py)
-computes them."""
+"""MME as lmms-eval 0.7.3 runs it: the question as its prompt hook leaves it (`mme_question`), the
+answer read as lmms-eval reads it (`yes_no_mme`), and acc and acc+ per subtask with the perception /
+cognition totals as the official MME calculation tool (BradyFU/Awesome-Multimodal-Large-Language-Models,
+eval_tool/calculation.py) computes them (`mme`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastmmeval.errors import DocError
+from fastmmeval.extract.base import EXTRACTORS, UNPARSED, Extraction
 from fastmmeval.metrics.base import METRICS, Metric
+from fastmmeval.tasks.processors import DOC_PROCESSORS
 
 PERCEPTION = (
     "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
@@ -19,6 +22,39 @@ COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation
 # image's path and so is shared by the two questions about one image.
 CATEGORY_FIELDS = ("category", "subtask")
 IMAGE_FIELDS = ("question_id", "image_id", "image_path", "image_name")
+
+
+# MME's questions end with this; lmms-eval drops it whenever a post-prompt replaces it.
+MME_YES_NO = " Please answer yes or no."
+
+
+@DOC_PROCESSORS.register("mme_question")
+def mme_question(row: dict[str, Any]) -> dict[str, str]:
+    """`question_stripped`: the question as lmms-eval's `mme_doc_to_text` leaves it under its
+    default (non-empty) post-prompt: stripped, without MME's own " Please answer yes or no."."""
+    return {"question_stripped": str(row["question"]).strip().replace(MME_YES_NO, "")}
+
+
+@EXTRACTORS.register("yes_no_mme")
+def yes_no_mme(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
+    """MME's reading, as lmms-eval's `parse_pred_ans` in `tasks/mme/utils.py` ("brought from
+    Otter"): lower-cased, stripped, periods removed; exactly 'yes'/'no', or 'y'/'n', or else
+    'yes' (then 'no') inside the first four characters; anything else is unparsed (MME's 'other',
+    scored wrong). The official MME tool (`mme_answer`) keeps periods and has no
+    'y'/'n' rule."""
+    answer = text.lower().strip().replace(".", "")
+    if answer in ("yes", "no"):
+        return Extraction(answer, "mme_exact")
+    if len(answer) == 1:
+        if answer in ("y", "n"):
+            return Extraction("yes" if answer == "y" else "no", "mme_letter")
+        return Extraction(None, UNPARSED)
+    prefix = answer[:4]
+    if "yes" in prefix:
+        return Extraction("yes", "mme_prefix")
+    if "no" in prefix:
+        return Extraction("no", "mme_prefix")
+    return Extraction(None, UNPARSED)
 
 
 def mme_answer(text: str) -> str:

@@ -1,0 +1,105 @@
+"""Task files inherit: `extends:` a task file or a task name, the child holding only what differs."""
+
+from pathlib import Path
+
+import pytest
+
+from fastmmeval.errors import ConfigError
+from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks.config import parse_task
+
+PARENT = """\
+task: my_vqa
+version: 2
+group: [mine]
+dataset:
+  data_files: {test: data.jsonl}
+split: test
+doc_to_messages:
+  - role: user
+    content:
+      - image: image
+      - text: "{question}\\nAnswer with one word."
+target: answer
+output_type: generate
+extractor: first_word
+metrics: [exact_match]
+generation: {max_new_tokens: 4, stop: ["\\n"]}
+lmms_eval:
+  task: my_vqa
+  differences: ["one"]
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_child_file_holds_only_what_differs(tmp_path: Path) -> None:
+    write(tmp_path, "parent.yaml", PARENT)
+    child = write(
+        tmp_path,
+        "child.yaml",
+        "task: my_vqa_small\nextends: parent.yaml\nsplit: small\ngeneration: {max_new_tokens: 8}\n"
+        "lmms_eval: {task: my_vqa_small, differences+: [two]}\n",
+    )
+    parent, config = parse_task(tmp_path / "parent.yaml"), parse_task(child)
+    assert config.task == "my_vqa_small" and config.split == "small" and config.group == ("mine",)
+    assert config.generation.max_new_tokens == 8 and config.generation.stop == ("\n",)  # mappings merge
+    assert config.doc_to_messages == parent.doc_to_messages and config.metrics == parent.metrics
+    assert config.lmms_eval is not None and config.lmms_eval.differences == ("one", "two")
+    assert config.dataset.base_dir == str(tmp_path)
+
+
+def test_the_fingerprint_hashes_the_resolved_protocol(tmp_path: Path) -> None:
+    write(tmp_path, "parent.yaml", PARENT)
+    same = write(tmp_path, "same.yaml", "task: my_vqa\nextends: parent.yaml\ndescription: only prose differs\n")
+    other = write(tmp_path, "other.yaml", "task: my_vqa\nextends: parent.yaml\ngeneration: {stop: null}\n")
+    base = parse_task(tmp_path / "parent.yaml").fingerprint()
+    assert parse_task(same).fingerprint() == base != parse_task(other).fingerprint()
+    assert parse_task(other).generation.stop == ()  # null drops the inherited key
+
+
+def test_the_catalog_resolves_a_parent_by_task_name_in_any_folder(tmp_path: Path) -> None:
+    write(tmp_path, "a/parent.yaml", PARENT)
+    write(tmp_path, "b/child.yaml", "task: child\nextends: my_vqa\nsplit: val\n")
+    catalog = Catalog([tmp_path])
+    child, parent = catalog.tasks.get("child"), catalog.tasks.get("my_vqa")
+    assert child.split == "val" and child.metrics == parent.metrics and child.group == ("mine",)
+    assert "child" in catalog.groups["mine"]
+    # the inherited data files are found next to the file that names them
+    assert child.dataset.base_dir == str(tmp_path / "a")
+
+
+def test_a_cycle_is_refused_with_file_and_line(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "task: a\nextends: b\n")
+    write(tmp_path, "b.yaml", "task: b\nsplit: x\nextends: a\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml:3: extends: 'a' makes a cycle \(a\.yaml -> b\.yaml -> a\.yaml\)"):
+        Catalog([tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("child", "message"),
+    [
+        ("task: c\nextends: nothing_here\n", r"c\.yaml:2: extends: no task named 'nothing_here'"),
+        ("task: c\nextends: missing.yaml\n", r"c\.yaml:2: extends: no task file 'missing.yaml'"),
+        ("task: c\nextends: ../../outside.yaml\n", r"c\.yaml:2: extends: '../../outside.yaml' is outside the task"),
+        ("task: c\nextends: [a, b]\n", r"c\.yaml:2: field 'extends': expected a task file or a task name"),
+        ("task: c\nextends: parent.yaml\nmetrics+: [bleu]\n", r"c\.yaml:3: field 'metrics\+': appends a list"),
+    ],
+)
+def test_a_bad_extends_is_one_line_naming_file_and_line(tmp_path: Path, child: str, message: str) -> None:
+    write(tmp_path, "tasks/parent.yaml", PARENT.replace("metrics: [exact_match]", "metrics: exact_match"))
+    write(tmp_path, "tasks/c.yaml", child)
+    with pytest.raises(ConfigError, match=message):
+        Catalog([tmp_path / "tasks"])
+
+
+def test_an_error_in_an_inherited_setting_points_into_the_parent(tmp_path: Path) -> None:
+    write(tmp_path, "parent.yaml", PARENT.replace("output_type: generate", "output_type: mcq"))
+    child = write(tmp_path, "child.yaml", "task: c\nextends: parent.yaml\n")
+    with pytest.raises(ConfigError, match=r"parent\.yaml:13: field 'output_type'"):
+        parse_task(child)
