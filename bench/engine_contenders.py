@@ -22,7 +22,7 @@ ENGINE_BENCH = Path(__file__).resolve().parent / "bench_engine.py"  # runs stati
 
 OURS_LAUNCHER = """
 import atexit, json, sys, time
-from fastmmeval.models.hf import HF
+from fastmmeval.models.local.hf import HF
 spent = [0.0]
 inner = HF.respond
 def timed(self, requests, batch_size):

@@ -18,8 +18,8 @@ from PIL import Image
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS, parse_model_args
-from fastmmeval.models.api_client import retry_after_seconds
-from fastmmeval.models.concurrency_limit import DECREASE, AdaptiveLimit
+from fastmmeval.models.api.calls import retry_after_seconds
+from fastmmeval.models.api.concurrency_limit import DECREASE, AdaptiveLimit
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
 KEY_ENV = "FMM_TEST_API_KEY"

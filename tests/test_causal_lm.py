@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.causal_lm import CausalLM
+from fastmmeval.models.local.causal_lm import CausalLM
 from fastmmeval.protocol import GenerationSettings
 
 QUESTIONS = [

@@ -19,7 +19,7 @@ from vlm_fixtures import BUILDERS
 from fastmmeval.engine import cpu_linear
 from fastmmeval.engine.cpu_linear import OneDNNLinear, restore_linear, use_onednn_linear
 from fastmmeval.models import MODELS
-from fastmmeval.models.causal_lm import CausalLM
+from fastmmeval.models.local.causal_lm import CausalLM
 from fastmmeval.protocol import GenerationSettings
 
 pytestmark = [

@@ -21,8 +21,8 @@ from vlm_fixtures import BUILDERS
 from fastmmeval.engine import prefill_attention
 from fastmmeval.engine.engine import Engine
 from fastmmeval.engine.pruning import decoder_layers
-from fastmmeval.models.causal_lm import CausalLM
-from fastmmeval.models.vlm import VisionLanguageModel
+from fastmmeval.models.local.causal_lm import CausalLM
+from fastmmeval.models.local.vlm import VisionLanguageModel
 from fastmmeval.protocol import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -27,9 +27,9 @@ from fastmmeval.engine.pruning import (
 )
 from fastmmeval.engine.runner import Batch, Runner, token_prefill
 from fastmmeval.engine.sequence import Sequence
-from fastmmeval.models.causal_lm import CausalLM
+from fastmmeval.models.local.causal_lm import CausalLM
+from fastmmeval.models.local.vlm import VisionLanguageModel
 from fastmmeval.models.random_init import draw_large_weights
-from fastmmeval.models.vlm import VisionLanguageModel
 from fastmmeval.protocol import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

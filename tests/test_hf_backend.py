@@ -14,8 +14,8 @@ from test_causal_lm import QUESTIONS as CAUSAL_LM_QUESTIONS
 from fastmmeval.engine import ScheduledStep, Sequence, kv_cache
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS
-from fastmmeval.models.causal_lm import CausalLM
-from fastmmeval.models.hf import HF
+from fastmmeval.models.local.causal_lm import CausalLM
+from fastmmeval.models.local.hf import HF
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 from fastmmeval.util import available_cores
 

@@ -20,7 +20,7 @@ from vlm_fixtures import BUILDERS
 from fastmmeval.cli import main
 from fastmmeval.engine import ScheduledStep, Scheduler, Sequence
 from fastmmeval.models import MODELS
-from fastmmeval.models.hf import HF
+from fastmmeval.models.local.hf import HF
 from fastmmeval.protocol import GenerationSettings, Request
 
 ARCHS = ["llava", "qwen2_vl", "idefics3", "smolvlm"]

@@ -23,7 +23,7 @@ from vlm_fixtures import BUILDERS
 from fastmmeval.engine import Status
 from fastmmeval.models import MODELS
 from fastmmeval.models.base import Model
-from fastmmeval.models.vllm_backend import image_data_url
+from fastmmeval.models.chat_messages import image_data_url
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, Response, TextPart
 from fastmmeval.serve.app import start_server
 

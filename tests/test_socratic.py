@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.base import MODELS
-from fastmmeval.models.socratic import Socratic, SocraticArgs
+from fastmmeval.models.socratic.socratic import Socratic, SocraticArgs
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
 CHELSEA = Image.fromarray(skimage.data.chelsea())

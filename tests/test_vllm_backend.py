@@ -18,7 +18,7 @@ from PIL import Image
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models import MODELS
-from fastmmeval.models.vllm_backend import (
+from fastmmeval.models.local.vllm_backend import (
     MISSING_VLLM,
     VLLM,
     VLLMArgs,

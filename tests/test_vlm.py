@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 from vlm_fixtures import BUILDERS
 
-from fastmmeval.models.vlm import VisionLanguageModel, is_vision_language
+from fastmmeval.models.local.vlm import VisionLanguageModel, is_vision_language
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
 MODEL_CLASSES = {"llava": "LlavaForConditionalGeneration", "qwen2_vl": "Qwen2VLForConditionalGeneration",

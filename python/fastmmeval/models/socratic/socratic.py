@@ -20,9 +20,9 @@ from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
 from fastmmeval.protocol import ImagePart, Message, Request, Response
 
 if TYPE_CHECKING:
-    from fastmmeval.models.causal_lm import CausalLM
-    from fastmmeval.models.ocr import TextReader
-    from fastmmeval.models.vision_tags import ImageTagger
+    from fastmmeval.models.local.causal_lm import CausalLM
+    from fastmmeval.models.socratic.ocr import TextReader
+    from fastmmeval.models.socratic.vision_tags import ImageTagger
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SYSTEM_PROMPT = "You answer questions about an image from its description."
@@ -65,9 +65,9 @@ class Socratic(Model):
     def __init__(self, args: SocraticArgs) -> None:
         if args.tags < 0:
             raise ConfigError(f"--model_args for model 'socratic': tags must be >= 0, got {args.tags}")
-        from fastmmeval.models.causal_lm import CausalLM
-        from fastmmeval.models.ocr import TextReader
-        from fastmmeval.models.vision_tags import ImageTagger
+        from fastmmeval.models.local.causal_lm import CausalLM
+        from fastmmeval.models.socratic.ocr import TextReader
+        from fastmmeval.models.socratic.vision_tags import ImageTagger
 
         self.args = args
         path, gguf = _resolve_lm(args.lm, args.gguf_file)

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.api_client import ApiArgs, ApiModel, CallError, Reply, openai_messages, status_error
+from fastmmeval.models.api.args import ApiArgs
+from fastmmeval.models.api.calls import CallError, Reply, status_error
+from fastmmeval.models.api.client import ApiModel
+from fastmmeval.models.api.messages import openai_messages
 from fastmmeval.models.base import MODELS
 from fastmmeval.protocol import Request
 

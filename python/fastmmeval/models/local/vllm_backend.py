@@ -15,22 +15,17 @@ vLLM is imported only when this backend is built; none of this module's translat
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.base import MODELS, Model, each_or_alone, failure_reason
-from fastmmeval.protocol import GenerationSettings, ImagePart, Request, Response, TextPart
+from fastmmeval.models.chat_messages import to_vllm_chat
+from fastmmeval.protocol import GenerationSettings, Request, Response
 
 MISSING_VLLM = "--model vllm needs vLLM: pip install vllm (a CUDA machine)"
-# Image modes PNG stores as they are; any other mode is sent as RGB.
-_PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"}
 # A request's scores: log-probability and greediness per continuation, and token usage.
 _Score = tuple[list[float], list[bool], dict[str, int]]
 
@@ -61,40 +56,6 @@ class VLLMArgs:
     seed: int = 0
     trust_remote_code: bool = False
     chat_template: str = ""
-
-
-def image_data_url(image: Image.Image) -> str:
-    """`image` as a `data:image/png;base64,...` URL (lossless)."""
-    if image.mode not in _PNG_MODES:
-        image = image.convert("RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def to_vllm_chat(request: Request) -> list[dict[str, Any]]:
-    """The request's messages as one OpenAI-style conversation for `LLM.chat`.
-
-    A message without images has its text as a plain string; a message with images has a list of
-    content parts in order: `{"type": "text", "text": ...}` (adjacent text parts joined, empty ones
-    dropped) and `{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`.
-    """
-    chat: list[dict[str, Any]] = []
-    for message in request.messages:
-        if not message.images:
-            chat.append({"role": message.role, "content": message.text})
-            continue
-        parts: list[dict[str, Any]] = []
-        for part in message.content:
-            if isinstance(part, ImagePart):
-                parts.append({"type": "image_url", "image_url": {"url": image_data_url(part.image)}})
-            elif isinstance(part, TextPart) and part.text:
-                if parts and parts[-1]["type"] == "text":
-                    parts[-1] = {"type": "text", "text": parts[-1]["text"] + part.text}
-                else:
-                    parts.append({"type": "text", "text": part.text})
-        chat.append({"role": message.role, "content": parts})
-    return chat
 
 
 def to_sampling_kwargs(settings: GenerationSettings) -> dict[str, Any]:

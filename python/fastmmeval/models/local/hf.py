@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from fastmmeval.engine.engine import Engine
     from fastmmeval.engine.runner import Batch
     from fastmmeval.engine.sequence import Sequence
-    from fastmmeval.models.causal_lm import CausalLM
-    from fastmmeval.models.vlm import Prompt, VisionLanguageModel
+    from fastmmeval.models.local.causal_lm import CausalLM
+    from fastmmeval.models.local.vlm import Prompt, VisionLanguageModel
 
 @dataclass
 class HFArgs:
@@ -76,8 +76,8 @@ class HF(Model):
         if args.max_batch_size < 1 or args.max_batch_tokens < 1:
             raise ConfigError(f"{where}: max_batch_size and max_batch_tokens must be at least 1")
         from fastmmeval.engine.engine import Engine
-        from fastmmeval.models.causal_lm import CausalLM
-        from fastmmeval.models.vlm import VisionLanguageModel, is_vision_language
+        from fastmmeval.models.local.causal_lm import CausalLM
+        from fastmmeval.models.local.vlm import VisionLanguageModel, is_vision_language
 
         self.args = args
         self._ready: dict[str, tuple[list[int], Prompt | None] | str] = {}

@@ -23,7 +23,7 @@ from fastmmeval.engine.runner import Batch
 from fastmmeval.engine.scoring import score_continuations
 from fastmmeval.engine.tensors import left_pad
 from fastmmeval.errors import ConfigError
-from fastmmeval.models.causal_lm import DTYPES, _sha
+from fastmmeval.models.local.causal_lm import DTYPES, _sha
 from fastmmeval.protocol import ImagePart, Request, TextPart
 
 # Per-token processor outputs (everything else a processor returns goes with the images).

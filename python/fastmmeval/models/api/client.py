@@ -1,5 +1,5 @@
-"""What the API backends share: adaptive concurrency, retries, a persistent response cache, token
-usage and cost, and the environment-variable key.
+"""`ApiModel`, the base of the API backends: adaptive concurrency, retries, the persistent response
+cache (`cache`), token usage and cost (`prices`), and the environment-variable key.
 
 A backend subclasses `ApiModel` and says how a Request becomes a JSON payload (`payload`) and how a
 payload is sent (`send`, a coroutine that returns a `Reply` or raises `CallError`). Everything else
@@ -14,208 +14,25 @@ Failures are not cached.
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import hashlib
-import json
 import os
 import random
-import sqlite3
 import threading
-import time
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PIL import Image
-
 from fastmmeval.errors import ConfigError
+from fastmmeval.models.api.args import ApiArgs
+from fastmmeval.models.api.cache import ResponseCache, default_cache_dir
+from fastmmeval.models.api.calls import MAX_RETRY_AFTER_S, CallError, Reply
+from fastmmeval.models.api.concurrency_limit import AdaptiveLimit
+from fastmmeval.models.api.prices import model_prices
 from fastmmeval.models.base import Model
-from fastmmeval.models.concurrency_limit import AdaptiveLimit
-from fastmmeval.models.vllm_backend import to_vllm_chat
-from fastmmeval.protocol import ImagePart, Message, Request, Response
+from fastmmeval.protocol import Request, Response
 
 T = TypeVar("T")
-# Longest wait honored from a Retry-After header; a server asking for more is retried after this.
-MAX_RETRY_AFTER_S = 120.0
-
-
-@dataclass
-class ApiArgs:
-    """`--model_args` every API backend takes.
-
-    model: the model name the API knows (required).
-    api_key_env: the NAME of the environment variable holding the key (the key itself is never
-        passed on the command line, logged, cached or written anywhere).
-    system: a system instruction put before each request's own (if any).
-    temperature: overrides the task's temperature (the task's is 0, greedy, unless it says otherwise).
-    max_tokens: overrides the task's `max_new_tokens` (0: the task's).
-    max_image_side: images are shrunk (aspect kept) so their longer side is at most this (0: as is).
-    max_concurrency: the most requests in flight; the limit adapts below it on 429s.
-    timeout: seconds one attempt may take before it is abandoned and retried.
-    max_retries: retries after the first attempt before the request is recorded as failed.
-    backoff: base seconds of the exponential backoff (attempt k waits up to backoff * 2**k, jittered).
-    cache_dir: where the sqlite response cache lives ("": $FASTMMEVAL_CACHE/api or
-        ~/.cache/fastmmeval/api; "off": no cache).
-    price_in, price_out: USD per 1M input / output tokens, for the cost in results.json.
-    price_table: a JSON file {"<model>": {"in": USD per 1M, "out": USD per 1M}} (instead of the two above).
-    """
-
-    model: str
-    api_key_env: str = ""
-    system: str = ""
-    temperature: float | None = None
-    max_tokens: int = 0
-    max_image_side: int = 1024
-    max_concurrency: int = 32
-    timeout: float = 60.0
-    max_retries: int = 5
-    backoff: float = 0.5
-    cache_dir: str = ""
-    price_in: float = 0.0
-    price_out: float = 0.0
-    price_table: str = ""
-
-
-class CallError(Exception):
-    """One failed attempt. `kind`: what went wrong, counted in the usage ("HTTP 500", "timeout",
-    "connection", "malformed"); `retry`: worth trying again; `retry_after`: the seconds a 429's
-    Retry-After asked for; `fatal`: no request can succeed (bad key, unknown model or endpoint), so
-    the run stops with this reason."""
-
-    def __init__(
-        self, kind: str, reason: str, *, retry: bool, retry_after: float | None = None, fatal: bool = False
-    ) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
-        self.retry = retry
-        self.retry_after = retry_after
-        self.fatal = fatal
-
-    @property
-    def rate_limited(self) -> bool:
-        """The server answered 429."""
-        return self.kind == "HTTP 429"
-
-
-@dataclass
-class Reply:
-    """What one successful call returned."""
-
-    text: str | None = None
-    logprobs: list[float] | None = None
-    is_greedy: list[bool] | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """A Retry-After header (seconds, or an HTTP date) in seconds, capped; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-def status_error(status: int, retry_after: str | None, detail: str, where: str, key_env: str) -> CallError:
-    """The CallError for an HTTP error status: 429 rate-limited, 408/409/5xx retried, 401/403/404
-    fatal for the whole run, other 4xx a failure of this request alone."""
-    detail = " ".join(detail.split())[:300]
-    kind = f"HTTP {status}"
-    reason = f"{where}: {kind}" + (f": {detail}" if detail else "")
-    if status == 429:
-        return CallError(kind, reason, retry=True, retry_after=retry_after_seconds(retry_after))
-    if status in (408, 409) or status >= 500:
-        return CallError(kind, reason, retry=True)
-    if status in (401, 403):
-        reason += f" (authentication failed: check the key in ${key_env})"
-        return CallError(kind, reason, retry=False, fatal=True)
-    if status == 404:
-        return CallError(kind, reason, retry=False, fatal=True)
-    return CallError(kind, reason, retry=False)
-
-
-def error_detail(raw: bytes) -> str:
-    """The message of an OpenAI- or Anthropic-shaped error body, else its first 300 characters."""
-    text = raw.decode("utf-8", "replace")
-    try:
-        error = json.loads(text).get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(error, str):
-            return error
-    except (ValueError, AttributeError):
-        pass
-    return text[:300]
-
-
-def shrink(image: Image.Image, max_side: int) -> Image.Image:
-    """`image` scaled down (aspect kept) so its longer side is at most `max_side` (0: unchanged)."""
-    if max_side <= 0 or max(image.size) <= max_side:
-        return image
-    scale = max_side / max(image.size)
-    return image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))), Image.LANCZOS)
-
-
-def openai_messages(request: Request, system: str, max_image_side: int) -> list[dict[str, Any]]:
-    """The request as OpenAI chat messages: `system` (if any) first, images shrunk to
-    `max_image_side` as PNG data URLs in `image_url` parts."""
-    messages = tuple(
-        Message(m.role, tuple(ImagePart(shrink(p.image, max_image_side), p.ref) if isinstance(p, ImagePart) else p
-                              for p in m.content))
-        for m in request.messages
-    )
-    chat = to_vllm_chat(Request(request.id, request.kind, messages))
-    return ([{"role": "system", "content": system}] if system else []) + chat
-
-
-class ResponseCache:
-    """Answered payloads in a sqlite file, keyed by the hash of (backend, payload); safe to share
-    between threads and processes."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A commit survives a killed process without an fsync per reply; a power cut may lose the last few
-        # replies, which only costs asking the API again.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, at REAL)")
-        self._db.commit()
-
-    @staticmethod
-    def key(backend: str, payload: dict[str, Any]) -> str:
-        """The content hash a payload is cached under."""
-        blob = json.dumps({"backend": backend, "payload": payload}, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> Reply | None:
-        """The cached reply, if any."""
-        with self._lock:
-            row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-        return Reply(**json.loads(row[0])) if row else None
-
-    def put(self, key: str, reply: Reply) -> None:
-        """Keep a successful reply."""
-        with self._lock:
-            row = (key, json.dumps(asdict(reply)), time.time())
-            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", row)
-            self._db.commit()
-
-
-def default_cache_dir() -> Path:
-    """$FASTMMEVAL_CACHE/api, or ~/.cache/fastmmeval/api."""
-    return Path(os.environ.get("FASTMMEVAL_CACHE", Path.home() / ".cache" / "fastmmeval")) / "api"
 
 
 class _Loop:
@@ -235,23 +52,6 @@ def read_key(env: str, where: str) -> str:
     if not key:
         raise ConfigError(f"{where}: environment variable {env} (api_key_env) is not set; it must hold the API key")
     return key
-
-
-def model_prices(args: ApiArgs, where: str) -> tuple[float, float]:
-    """USD per 1M (input, output) tokens from `price_table` or `price_in`/`price_out`."""
-    if not args.price_table:
-        return args.price_in, args.price_out
-    path = Path(args.price_table)
-    try:
-        table = json.loads(path.read_text())
-        entry = table[args.model]
-        return float(entry["in"]), float(entry["out"])
-    except OSError as e:
-        raise ConfigError(f"{where}: price_table {path}: cannot read it ({e.strerror})") from None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ConfigError(
-            f"{where}: price_table {path}: needs valid JSON with {{{args.model!r}: {{\"in\": USD, \"out\": USD}}}}"
-        ) from None
 
 
 class ApiModel(Model):

@@ -1,0 +1,1 @@
+"""Backends that run a model in this process (`hf`, `vllm`) and the transformers adapters under them."""
