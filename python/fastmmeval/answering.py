@@ -24,7 +24,7 @@ class Prepared:
     ref: DocRef
     doc: Doc | None = None
     request: Request | None = None
-    error: str | None = None
+    error: DocError | None = None
 
 
 def _prepare(model: Model, task: Task, ref: DocRef, seed: int) -> Prepared:
@@ -32,7 +32,7 @@ def _prepare(model: Model, task: Task, ref: DocRef, seed: int) -> Prepared:
         doc = task.doc(ref)
         request = task.request(doc, seed)
     except DocError as e:
-        return Prepared(ref, error=str(e))
+        return Prepared(ref, error=e)
     model.prepare(request)
     return Prepared(ref, doc, request)
 

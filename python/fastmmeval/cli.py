@@ -108,9 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     t = sub.add_parser("tasks", help="list registered tasks and groups, show one's protocol card, or download data")
     t.add_argument("--include_path", action="append", default=[])
-    t.add_argument("--info", metavar="NAME", default=None, help="print the protocol card of a task")
+    what = t.add_mutually_exclusive_group()
+    what.add_argument("--info", metavar="NAME", default=None, help="print the protocol card of a task")
     t.add_argument("--json", action="store_true", help="with --info: print the card as JSON")
-    t.add_argument(
+    what.add_argument(
         "--download",
         metavar="NAMES",
         default=None,
@@ -174,7 +175,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
     from fastmmeval.evaluate import RunConfig, evaluate
-    from fastmmeval.judge.judge import describe, judge_specs
+    from fastmmeval.judge.judge import judge_specs
 
     config = RunConfig(
         model=args.model,
@@ -184,7 +185,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
         seed=args.seed,
         bootstrap_iters=args.bootstrap_iters,
         include_path=[str(Path(p).resolve()) for p in args.include_path],
-        judges=describe(judge_specs(args.judge_model, args.judge_args, args.judge_config)),
+        judges=judge_specs(args.judge_model, args.judge_args, args.judge_config),
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
     run, results = evaluate(
@@ -215,12 +216,18 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
     from fastmmeval.tasks.catalog import Catalog
 
     _use_data_dir(args)
+    if args.download:
+        from fastmmeval.tasks.download import download
+
+        if args.data_dir is None:
+            raise ConfigError("--download needs --data_dir (where to save the datasets)")
+        names = [n.strip() for n in args.download.split(",") if n.strip()]
+        for spec, split, saved in download(names, args.data_dir, args.include_path):
+            print(f"{spec.path} {spec.name or ''} {split} -> {saved}")
+        return
     catalog = Catalog(Path(p) for p in args.include_path)
     if args.info:
         _print_card(catalog.tasks.get(args.info), args.json)
-        return
-    if args.download:
-        _download(catalog, args)
         return
     table = Table(title="tasks")
     for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"):
@@ -255,22 +262,6 @@ def _print_card(config: Any, as_json: bool) -> None:
             value = "\n".join(value) if isinstance(value, list) else json.dumps(value, ensure_ascii=False)
         table.add_row(key, "" if value is None else escape(str(value)))
     console.print(table)
-
-
-def _download(catalog: Any, args: argparse.Namespace) -> None:
-    from fastmmeval.tasks import families  # noqa: F401  (registers the data each processor reads)
-    from fastmmeval.tasks.processors import PROCESSOR_DATA
-    from fastmmeval.tasks.sources import download_split
-
-    if args.data_dir is None:
-        raise ConfigError("--download needs --data_dir (where to save the datasets)")
-    configs = catalog.resolve(n.strip() for n in args.download.split(",") if n.strip())
-    splits = [(c.dataset, c.split) for c in configs if c.dataset.path]
-    splits += [extra for c in configs if c.process_doc for extra in PROCESSOR_DATA.get(c.process_doc, [])]
-    wanted = {(spec.path, spec.name or "", spec.revision or "", split): (spec, split) for spec, split in splits}
-    for key in sorted(wanted):
-        spec, split = wanted[key]
-        print(f"{spec.path} {spec.name or ''} {split} -> {download_split(spec, split, args.data_dir)}")
 
 
 def _cmd_models() -> None:

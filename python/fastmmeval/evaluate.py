@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-import subprocess
-import sys
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
@@ -16,53 +14,18 @@ from typing import Any
 
 from tqdm import tqdm
 
-import fastmmeval
-from fastmmeval.answering import Answered, Prepared, answered, prepared_docs
+from fastmmeval.answering import Answered, answered, prepared_docs
 from fastmmeval.distributed import ONE_PROCESS, Ranks
-from fastmmeval.errors import ConfigError, DocError
-from fastmmeval.judge.agreement import agreement
-from fastmmeval.judge.judge import Judge, Verdict, from_described
-from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, judged_score, needs_judge
-from fastmmeval.metrics import overall_score, summarize
+from fastmmeval.errors import ConfigError, DocError, FailureKind
+from fastmmeval.judge.judge import Judge, JudgeSpec
+from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, needs_judge
+from fastmmeval.metrics import overall_score
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.models.base import add_usage
-from fastmmeval.protocol import Response
-from fastmmeval.results import RunDir
+from fastmmeval.results import RunDir, git_hash, versions
+from fastmmeval.samples import aggregate, build_sample, failure_kind
 from fastmmeval.tasks import resolve
 from fastmmeval.tasks.task import Task
-
-
-def _sample(
-    task: Task, item: Prepared, response: Response | None, verdicts: dict[str, list[Verdict]] | None = None
-) -> dict[str, Any]:
-    sample: dict[str, Any] = {"doc_id": item.ref.id, "doc_index": item.ref.index}
-    if item.request is not None:
-        sample["request_kind"] = item.request.kind
-        sample["prompt"] = [{"role": m.role, "content": m.text} for m in item.request.messages]
-        sample["images"] = [p.ref for m in item.request.messages for p in m.content if hasattr(p, "image")]
-        if item.request.continuations:
-            sample["continuations"] = list(item.request.continuations)
-    if item.error is not None:
-        return {**sample, "failed": item.error}
-    assert response is not None and item.doc is not None
-    if response.error is not None:
-        return {**sample, "failed": f"{task.where(item.doc)}: model error: {response.error}"}
-    sample["response"] = response.text
-    if response.logprobs is not None:
-        sample["logprobs"] = response.logprobs
-        sample["is_greedy"] = response.is_greedy
-    try:
-        if verdicts is None:
-            sample.update(task.score(item.doc, response))
-        else:
-            sample.update(judged_score(task, item.doc, response, verdicts))
-    except DocError as e:
-        return {**sample, "failed": str(e)}
-    sample["failed"] = None
-    return sample
-
-
-
 
 MAX_JUDGING_BATCHES = 64  # inference waits for the judges when this many batches await judgment
 
@@ -79,7 +42,7 @@ def _judged_samples(task: Task, groups: Iterator[Answered], panel: JudgePanel) -
             try:
                 uses = judge_calls(task, item.doc, item.request, response)
             except DocError:
-                continue  # _sample records the same error as the doc's failure
+                continue  # build_sample records the same error as the doc's failure
             calls.extend((item.ref.id, use, prompt, case) for use, prompt, case in uses)
         pending.append((group, panel.submit(calls)))
         while pending and (pending[0][1].done() or len(pending) > MAX_JUDGING_BATCHES):
@@ -90,7 +53,7 @@ def _judged_samples(task: Task, groups: Iterator[Answered], panel: JudgePanel) -
 
 def _finish_judged(task: Task, group: Answered, judging: Judging) -> list[dict[str, Any]]:
     verdicts = judging.result()
-    return [_sample(task, item, response, verdicts.get(item.ref.id, {})) for item, response in group]
+    return [build_sample(task, item, response, verdicts.get(item.ref.id, {})) for item, response in group]
 
 
 def run_task(
@@ -117,7 +80,7 @@ def run_task(
     refs = task.doc_refs(limit)
     done = run.completed(task.name) if ranks.is_main else {}
     if retry_failed:  # the new sample is appended after the failed one and supersedes it
-        done = {d: s for d, s in done.items() if _failure_kind(s.get("failed") or "") != "model error"}
+        done = {d: s for d, s in done.items() if failure_kind(s) is not FailureKind.MODEL_ERROR}
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
     todo = [r for r in refs if r.id in left]
     mine = prepared_docs(model, task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
@@ -132,7 +95,7 @@ def run_task(
         else:
             # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
             for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
-                gathered = ranks.share([_sample(task, item, response) for item, response in next(groups, [])])
+                gathered = ranks.share([build_sample(task, item, response) for item, response in next(groups, [])])
                 samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
                 if ranks.is_main:
                     run.append(task.name, samples)
@@ -147,55 +110,6 @@ def _judge_needed(tasks: list[str]) -> str:
             "(judged tasks run in one process, without --num_processes)")
 
 
-def _failure_kind(reason: str) -> str:
-    for kind in ("unreadable image", "model error", "missing field", "missing image field", "missing target"):
-        if kind in reason:
-            return kind
-    return "other"
-
-
-def aggregate(
-    task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 1000, seed: int = 0
-) -> dict[str, Any]:
-    """Task results from its samples (in doc order): each metric with its stderr, counts of
-    scored and failed docs, and which extraction rules decided the answers."""
-    scored = [s for s in samples if s.get("failed") is None]
-    failed = [s for s in samples if s.get("failed") is not None]
-    out: dict[str, Any] = {
-        "alias": task.name,
-        "version": task.config.version,
-        "fingerprint": task.fingerprint(),
-        "output_type": task.config.output_type,
-        "mc_mode": task.config.mc_mode,
-        "n": len(samples),
-        "n_scored": len(scored),
-        "n_failed": len(failed),
-        "failures": dict(Counter(_failure_kind(s["failed"]) for s in failed)),
-        "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
-        "headline_metric": task.config.metrics[0] if task.config.metrics else None,
-        "headline_as": task.metrics[0].name if task.metrics else None,
-        "metrics": {},
-    }
-    judged = [s for s in scored if s.get("judgments")]
-    if judged or needs_judge(task):
-        uses = sorted({use for s in judged for use in s["judgments"]})
-        out["failed_judgments"] = {
-            use: sum(1 for s in judged if next(iter(s["judgments"].get(use, {}).values()), {}).get("error"))
-            for use in uses
-        }
-        asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
-        out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
-        out["judge_agreement"] = agreement(judged)
-    for metric in task.metrics:
-        items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
-        for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
-            finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
-            out["metrics"][name] = finite
-            out[f"{name},none"] = finite["value"]  # lmms-eval's result keys
-            out[f"{name}_stderr,none"] = finite["stderr"]
-    return out
-
-
 @dataclass
 class RunConfig:
     """Everything that decides what a run computes (a resumed run must match it)."""
@@ -207,29 +121,7 @@ class RunConfig:
     seed: int = 0
     include_path: list[str] = field(default_factory=list)
     bootstrap_iters: int = 1000
-    judges: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": sys.version.split()[0], "fastmmeval": fastmmeval.__version__}
-    for name in ("torch", "transformers", "datasets", "numpy", "pillow"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-def _git_hash() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
+    judges: list[JudgeSpec] = field(default_factory=list)
 
 
 def _seed_everything(seed: int) -> None:
@@ -298,7 +190,7 @@ def _evaluate(
         raise ConfigError(_judge_needed(judged))  # before any model time is spent
     model = model_cls.from_args(model_args)
     batch_size = batch_size or model.default_batch_size()
-    panel = JudgePanel([Judge(s) for s in from_described(config.judges)]) if config.judges and ranks.is_main else None
+    panel = JudgePanel([Judge(s) for s in config.judges]) if config.judges and ranks.is_main else None
     # Once every rank has its model, the others may read the data rank 0 has loaded (and built).
     run = RunDir(ranks.share(run.root if ranks.is_main else None)[0])
     if ranks.is_main:
@@ -307,8 +199,8 @@ def _evaluate(
             "config": asdict(config),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "command": command or [],
-            "versions": _versions(),
-            "git": _git_hash(),
+            "versions": versions(),
+            "git": git_hash(),
             "model_fingerprint": model.fingerprint(),
             "judge_fingerprints": panel.fingerprints() if panel is not None else {},
             "task_fingerprints": fingerprints,

@@ -1,13 +1,17 @@
-"""The run folder: manifest, per-task samples appended as docs finish, results; all atomic."""
+"""The run folder: manifest, per-task samples appended as docs finish, results; all atomic. And the stamp
+of a run (versions, git commit) its manifest records."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import fastmmeval
 from fastmmeval.errors import ConfigError
 from fastmmeval.util import write_json_atomic
 
@@ -95,3 +99,27 @@ class RunDir:
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
+
+
+def versions() -> dict[str, str]:
+    """The versions of Python, fastmmeval and the libraries that can change a score, for the manifest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0], "fastmmeval": fastmmeval.__version__}
+    for name in ("torch", "transformers", "datasets", "numpy", "pillow"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def git_hash() -> str | None:
+    """The commit of the checkout fastmmeval runs from (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None

@@ -7,9 +7,12 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
+from fastmmeval.errors import ConfigError
 from fastmmeval.judge.prompts import PROMPTS
+from fastmmeval.results import RunDir
 
 
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
@@ -90,4 +93,19 @@ def agreement(samples: Sequence[Mapping[str, Any]], judges: Sequence[str] | None
                 kappas[f"{a}|{b}"] = _finite(cohen_kappa(*zip(*both, strict=True))) if both else None
             entry["cohen_kappa"] = kappas
         out[use] = entry
+    return out
+
+
+def run_agreement(run: Path, judges: list[str] | None = None, tasks: list[str] | None = None) -> dict[str, Any]:
+    """{task: {use: agreement entry}} for the run's judged tasks (see `agreement`)."""
+    folder = RunDir(run)
+    if not folder.samples_dir.is_dir():
+        raise ConfigError(f"{run}: no samples/ folder (not a run folder)")
+    names = tasks or sorted(p.stem for p in folder.samples_dir.glob("*.jsonl"))
+    out = {}
+    for task in names:
+        samples = [s for s in folder.completed(task).values() if s.get("failed") is None]
+        found = agreement(samples, judges)
+        if found:
+            out[task] = found
     return out

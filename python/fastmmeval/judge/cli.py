@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.errors import ConfigError
-from fastmmeval.judge.agreement import agreement
-from fastmmeval.results import RunDir
+from fastmmeval.judge.agreement import run_agreement
 
 
 def add_parser(sub: Any) -> None:
@@ -20,21 +18,6 @@ def add_parser(sub: Any) -> None:
     a.add_argument("run", type=Path, help="a run folder (with samples/<task>.jsonl)")
     a.add_argument("--judges", default=None, help="comma-separated judge names (default: all judges found)")
     a.add_argument("--tasks", default=None, help="comma-separated task names (default: every task of the run)")
-
-
-def run_agreement(run: Path, judges: list[str] | None = None, tasks: list[str] | None = None) -> dict[str, Any]:
-    """{task: {use: agreement entry}} for the run's judged tasks (see `agreement`)."""
-    folder = RunDir(run)
-    if not folder.samples_dir.is_dir():
-        raise ConfigError(f"{run}: no samples/ folder (not a run folder)")
-    names = tasks or sorted(p.stem for p in folder.samples_dir.glob("*.jsonl"))
-    out = {}
-    for task in names:
-        samples = [s for s in folder.completed(task).values() if s.get("failed") is None]
-        found = agreement(samples, judges)
-        if found:
-            out[task] = found
-    return out
 
 
 def main(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ variable it uses come from `--judge_model`/`--judge_args` or a `--judge_config` 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -137,13 +137,3 @@ class Judge:
                     verdict.error = f"judge '{self.name}': {e}"
             out.append(verdict)
         return out
-
-
-def describe(specs: list[JudgeSpec]) -> list[dict[str, Any]]:
-    """Specs as JSON-able dicts for the run config (argument values only: keys stay in the env)."""
-    return [asdict(s) for s in specs]
-
-
-def from_described(described: list[dict[str, Any]]) -> list[JudgeSpec]:
-    """The specs back from `describe`'s dicts (as a run config stores them)."""
-    return [JudgeSpec(d["name"], d["model"], dict(d.get("args", {}))) for d in described]

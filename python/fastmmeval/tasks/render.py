@@ -9,7 +9,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from fastmmeval.errors import DocError
+from fastmmeval.errors import DocError, FailureKind
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.protocol import ImagePart, Message, Part, TextPart
 from fastmmeval.tasks.config import MessageTemplate
@@ -28,7 +28,7 @@ def render_text(template: str, fields: dict[str, Any], where: str) -> str:
         if name is None:
             continue
         if name not in fields:
-            raise DocError(f"{where}: missing field {name!r} used by the prompt template")
+            raise DocError(f"{where}: missing field {name!r} used by the prompt template", FailureKind.MISSING_FIELD)
         value = fields[name]
         if conversion:
             value = repr(value) if conversion == "r" else str(value)
@@ -63,7 +63,9 @@ def load_image(value: Any, image_root: Path | None, where: str) -> list[ImagePar
         image.load()
         return [ImagePart(image.convert("RGB"), ref)]
     except (OSError, UnidentifiedImageError, ValueError) as e:
-        raise DocError(f"{where}: unreadable image {ref or ''}: {type(e).__name__}: {e}") from None
+        raise DocError(
+            f"{where}: unreadable image {ref or ''}: {type(e).__name__}: {e}", FailureKind.UNREADABLE_IMAGE
+        ) from None
 
 
 def render_messages(
@@ -78,7 +80,7 @@ def render_messages(
                 parts.append(TextPart(render_text(value, fields, where)))
             else:
                 if value not in fields or fields[value] is None:
-                    raise DocError(f"{where}: missing image field {value!r}")
+                    raise DocError(f"{where}: missing image field {value!r}", FailureKind.MISSING_IMAGE_FIELD)
                 parts.extend(load_image(fields[value], image_root, f"{where}, field {value!r}"))
         messages.append(Message(turn.role, tuple(parts)))  # type: ignore[arg-type]
     return tuple(messages)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
-from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.errors import ConfigError, DocError, FailureKind
 from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
@@ -106,7 +106,7 @@ class Task:
             try:
                 fields = {**fields, **self.process(fields)}
             except DocError as e:
-                raise DocError(f"{where}: {e}") from None
+                raise e.at(where) from None
             except (KeyError, TypeError, ValueError) as e:
                 raise DocError(
                     f"{where}: {self.config.process_doc} cannot read the row: {type(e).__name__}: {e}"
@@ -129,7 +129,8 @@ class Task:
     def targets(self, doc: Doc) -> list[str]:
         """Acceptable answers: option letters for multiple choice, strings otherwise."""
         if self.config.target not in doc.fields:
-            raise DocError(f"{self.where(doc)}: missing target field {self.config.target!r}")
+            where = self.where(doc)
+            raise DocError(f"{where}: missing target field {self.config.target!r}", FailureKind.MISSING_TARGET)
         value = doc.fields[self.config.target]
         if self.config.output_type == "multiple_choice":
             return [self._target_letter(doc, value)]
@@ -167,7 +168,7 @@ class Task:
             return step()
         except DocError as e:
             where = self.where(doc)
-            raise (e if str(e).startswith(where) else DocError(f"{where}: {e}")) from None
+            raise (e if str(e).startswith(where) else e.at(where)) from None
 
     def extraction(self, doc: Doc, response: Response) -> Extraction:
         """The answer the task's rules read from a successful response (argmax for loglikelihood)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from PIL import ImageDraw
 
-from fastmmeval.errors import DocError
+from fastmmeval.errors import DocError, FailureKind
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 from fastmmeval.tasks.render import load_image
 
@@ -19,7 +19,7 @@ def refcoco_bbox(row: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
         raise DocError(f"field 'bbox' must hold 4 numbers (x, y, width, height), got {bbox!r}")
     if row.get("image") is None:
-        raise DocError("missing image field 'image'")
+        raise DocError("missing image field 'image'", FailureKind.MISSING_IMAGE_FIELD)
     image = load_image(row["image"], None, "field 'image'")[0].image  # a converted copy: the row's stays unmarked
     x, y, width, height = bbox
     ImageDraw.Draw(image).rectangle([x, y, x + width, y + height], outline="red")

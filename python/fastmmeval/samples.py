@@ -1,0 +1,103 @@
+"""Samples and task results: one sample per doc (the prompt as the model saw it, the response, what was
+extracted and scored, or why the doc failed: `failed` says it in one line, `failure_kind` names its
+kind), and a task's results aggregated from its samples."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from fastmmeval.answering import Prepared
+from fastmmeval.errors import DocError, FailureKind
+from fastmmeval.judge.agreement import agreement
+from fastmmeval.judge.judge import Verdict
+from fastmmeval.judge.pipeline import judged_score, needs_judge
+from fastmmeval.metrics import summarize
+from fastmmeval.protocol import Response
+from fastmmeval.tasks.task import Task
+
+
+def build_sample(
+    task: Task, item: Prepared, response: Response | None, verdicts: dict[str, list[Verdict]] | None = None
+) -> dict[str, Any]:
+    """The sample of one doc: its request and response scored (through the judges' `verdicts` when the
+    task is judged), or the failure that stopped it."""
+    sample: dict[str, Any] = {"doc_id": item.ref.id, "doc_index": item.ref.index}
+    if item.request is not None:
+        sample["request_kind"] = item.request.kind
+        sample["prompt"] = [{"role": m.role, "content": m.text} for m in item.request.messages]
+        sample["images"] = [p.ref for m in item.request.messages for p in m.content if hasattr(p, "image")]
+        if item.request.continuations:
+            sample["continuations"] = list(item.request.continuations)
+    if item.error is not None:
+        return _failed(sample, item.error)
+    assert response is not None and item.doc is not None
+    if response.error is not None:
+        error = DocError(f"{task.where(item.doc)}: model error: {response.error}", FailureKind.MODEL_ERROR)
+        return _failed(sample, error)
+    sample["response"] = response.text
+    if response.logprobs is not None:
+        sample["logprobs"] = response.logprobs
+        sample["is_greedy"] = response.is_greedy
+    try:
+        if verdicts is None:
+            sample.update(task.score(item.doc, response))
+        else:
+            sample.update(judged_score(task, item.doc, response, verdicts))
+    except DocError as e:
+        return _failed(sample, e)
+    sample["failed"] = None
+    return sample
+
+
+def _failed(sample: dict[str, Any], error: DocError) -> dict[str, Any]:
+    return {**sample, "failed": str(error), "failure_kind": error.kind.value}
+
+
+def failure_kind(sample: dict[str, Any]) -> FailureKind | None:
+    """Why the sample's doc failed (None when it was scored). Samples written before kinds were
+    recorded count as OTHER."""
+    if sample.get("failed") is None:
+        return None
+    return FailureKind(sample.get("failure_kind", FailureKind.OTHER.value))
+
+
+def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Task results from its samples (in doc order): each metric with its stderr, counts of
+    scored and failed docs (by failure kind), and which extraction rules decided the answers."""
+    scored = [s for s in samples if s.get("failed") is None]
+    failed = [s for s in samples if s.get("failed") is not None]
+    out: dict[str, Any] = {
+        "alias": task.name,
+        "version": task.config.version,
+        "fingerprint": task.fingerprint(),
+        "output_type": task.config.output_type,
+        "mc_mode": task.config.mc_mode,
+        "n": len(samples),
+        "n_scored": len(scored),
+        "n_failed": len(failed),
+        "failures": dict(Counter(failure_kind(s).value for s in failed)),  # type: ignore[union-attr]
+        "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
+        "headline_metric": task.config.metrics[0] if task.config.metrics else None,
+        "headline_as": task.metrics[0].name if task.metrics else None,
+        "metrics": {},
+    }
+    judged = [s for s in scored if s.get("judgments")]
+    if judged or needs_judge(task):
+        uses = sorted({use for s in judged for use in s["judgments"]})
+        out["failed_judgments"] = {
+            use: sum(1 for s in judged if next(iter(s["judgments"].get(use, {}).values()), {}).get("error"))
+            for use in uses
+        }
+        asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
+        out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
+        out["judge_agreement"] = agreement(judged)
+    for metric in task.metrics:
+        items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
+        for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
+            finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
+            out["metrics"][name] = finite
+            out[f"{name},none"] = finite["value"]  # lmms-eval's result keys
+            out[f"{name}_stderr,none"] = finite["stderr"]
+    return out
