@@ -2,7 +2,7 @@
 (thread pool, `num_concurrent`) and `async_openai` (asyncio, `num_cpus`) on the same requests.
 
 The server is `fastmmeval serve` over a tiny random-weight chat LM (`--model hf`, continuous
-batching), in its own process. In front of it runs the fault proxy (`fastmmeval.serve.faults`),
+batching), in its own process. In front of it runs the fault proxy (`fastmmeval.testing.faults`),
 adding `--latency` seconds to every forwarded request and answering 429 with `Retry-After` to any
 request that arrives while `--limit` are in flight: a stand-in for a hosted API with a concurrency
 quota. Every client is configured with the same `--concurrency` (ours `max_concurrency`, the
@@ -243,8 +243,8 @@ def main() -> None:
         driver_main(args)
         return
 
-    from fastmmeval.models.random_init import write_tiny_chat_lm
-    from fastmmeval.serve.faults import start_proxy
+    from fastmmeval.testing.faults import start_proxy
+    from fastmmeval.testing.random_init import write_tiny_chat_lm
 
     work = Path(args.work or tempfile.mkdtemp(prefix="bench_api_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.models.random_init import LLAVA_TEMPLATE, draw_large_weights
+from fastmmeval.testing.random_init import LLAVA_TEMPLATE, draw_large_weights
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastmmeval.models.random_init import write_tiny_chat_lm
+from fastmmeval.testing.random_init import write_tiny_chat_lm
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"

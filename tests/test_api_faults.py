@@ -19,7 +19,7 @@ from fastmmeval.cli import main
 from fastmmeval.models import MODELS
 from fastmmeval.protocol import GenerationSettings, Message, Request, TextPart
 from fastmmeval.serve.app import start_server
-from fastmmeval.serve.faults import start_proxy
+from fastmmeval.testing.faults import start_proxy
 
 N_DOCS = 300
 CANARY_ENV = "FMM_CANARY_KEY"

@@ -29,8 +29,8 @@ from fastmmeval.engine.runner import Batch, Runner, token_prefill
 from fastmmeval.engine.sequence import Sequence
 from fastmmeval.models.local.causal_lm import CausalLM
 from fastmmeval.models.local.vlm import VisionLanguageModel
-from fastmmeval.models.random_init import draw_large_weights
 from fastmmeval.protocol import GenerationSettings
+from fastmmeval.testing.random_init import draw_large_weights
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

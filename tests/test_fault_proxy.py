@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.serve.faults import FaultPlan, start_proxy
+from fastmmeval.testing.faults import FaultPlan, start_proxy
 
 
 class _Echo(BaseHTTPRequestHandler):

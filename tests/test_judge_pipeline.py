@@ -205,7 +205,7 @@ def test_judge_failures_behind_a_faulty_network_are_counted_never_scored(tmp_pat
     one failed judgment, kept with its reason; the scores are over the judgments that came back."""
     from fastmmeval.models import MODELS
     from fastmmeval.serve.app import start_server
-    from fastmmeval.serve.faults import start_proxy
+    from fastmmeval.testing.faults import start_proxy
 
     monkeypatch.setenv("FMM_JUDGE_KEY", "unused")
     docs = _digit_ids(8)

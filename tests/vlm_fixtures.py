@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.models.random_init import LLAVA_TEMPLATE, draw_large_weights
+from fastmmeval.testing.random_init import LLAVA_TEMPLATE, draw_large_weights
 
 CORPUS = [
     "The cat sat on the mat. A rocket flew to the moon. Coffee is hot.",

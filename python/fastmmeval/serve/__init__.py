@@ -1,1 +1,1 @@
-"""An OpenAI-compatible HTTP server over fastmmeval models, and test tooling for HTTP clients."""
+"""An OpenAI-compatible HTTP server over fastmmeval models."""
