@@ -3,7 +3,7 @@
 Both index the same u16 corpus (`bench/zipf_corpus.py`: Zipf tokens over a 50k vocabulary with pasted
 phrases of Zipf popularity, log-normal document lengths) with the same number of cores: ours is
 `NgramIndex` (local engine, `--threads`, reading the pre-tokenized shards through
-`contam.token_shards.TokenShardSource`), infini-gram its Rust suffix-array indexer (`--cpus`). Both are timed
+`contam.ngram.token_shards.TokenShardSource`), infini-gram its Rust suffix-array indexer (`--cpus`). Both are timed
 from already tokenized files to a queryable index (writing the corpus files is not timed), each build in
 its own process, in wall and in CPU seconds (steadier on a shared machine). Ours is built `--builds`
 times (3) and the median build is reported with every time beside it: one build takes about a second,
@@ -53,10 +53,10 @@ from zipf_corpus import (  # noqa: E402
     write_infini_gram_files,
 )
 
-from fastmmeval.contam.hashing import TEXT_SEED, ngram_hashes  # noqa: E402
-from fastmmeval.contam.index import NgramIndex  # noqa: E402
-from fastmmeval.contam.settings import IndexSettings  # noqa: E402
-from fastmmeval.contam.token_shards import TokenShardSource  # noqa: E402
+from fastmmeval.contam.ngram.hashing import TEXT_SEED, ngram_hashes  # noqa: E402
+from fastmmeval.contam.ngram.index import NgramIndex  # noqa: E402
+from fastmmeval.contam.ngram.settings import IndexSettings  # noqa: E402
+from fastmmeval.contam.ngram.token_shards import TokenShardSource  # noqa: E402
 
 N = 8
 UNITS = {"K": 10**3, "M": 10**6, "G": 10**9, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}

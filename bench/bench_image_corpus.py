@@ -11,11 +11,11 @@ tokenizer on the same threads:
   (thumbnails one after another), the shape the reader had before.
 
 Both must give the same tokens. The same JPEGs then serve as a benchmark task (one question per image) read
-by a contamination scan: `contam.scan.read_instances` (docs read, images decoded and prepared on a pool of
+by a contamination scan: `contam.audit.instances.read_instances` (docs read, images decoded and prepared on a pool of
 every core, in order) against reading the docs one after another and tokenizing each batch of images, the
 shape it had before; both must give the same n-gram hashes. Last, the corpus as a scan streams it again to
 name training ids: its image tokens read back from the image cache an index build keeps
-(`contam.image_cache`) against decoding and tokenizing every image again, as a scan did before; both must
+(`contam.ngram.image_cache`) against decoding and tokenizing every image again, as a scan did before; both must
 give the same image documents and ids. The build's own pass keeping the tokens is timed too, against ours
 without (the cost of keeping them). Prints one JSON line (images per second of each reader, their ratio;
 the scan's read times and their ratio; the second pass's times and their ratio):
@@ -38,12 +38,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from fastmmeval.contam.corpus import IMAGE_BATCH, RecordSource
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.image_cache import ImageTokenCache
-from fastmmeval.contam.image_tokens import OfflineImageTokenizer
-from fastmmeval.contam.scan import read_instances
-from fastmmeval.contam.text_tokens import WordTokenizer
+from fastmmeval.contam.audit.instances import read_instances
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
+from fastmmeval.contam.ngram.image_cache import ImageTokenCache
+from fastmmeval.contam.readers.image_tokens import OfflineImageTokenizer
+from fastmmeval.contam.readers.shards import IMAGE_BATCH, RecordSource
+from fastmmeval.contam.readers.text_tokens import WordTokenizer
 from fastmmeval.protocol import ImagePart, TextPart
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.task import Task

@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from fastmmeval.contam.hashing import ngram_hashes, ngram_hashes_reference
+from fastmmeval.contam.ngram.hashing import ngram_hashes, ngram_hashes_reference
 
 
 def main() -> None:

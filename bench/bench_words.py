@@ -1,5 +1,5 @@
 """The `words` text tokenizer of `fastmmeval contam`: the native split (`_core.word_ids`) against the same rule
-in Python (regex, `str.lower`, `xxhash`: `contam.reference.reference_word_ids`, which is what the tokenizer
+in Python (regex, `str.lower`, `xxhash`: `contam.readers.text_tokens.reference_word_ids`, which is what the tokenizer
 ran before), and a LLaVA-format JSON index build with each.
 
 The corpus is a seeded LLaVA instruction JSON (`--records` records of 4 turns, 20-80 words each, drawn Zipf
@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fastmmeval.contam.corpus import RecordSource
-from fastmmeval.contam.index import NgramIndex
-from fastmmeval.contam.reference import reference_word_ids
-from fastmmeval.contam.settings import IndexSettings, concat_arrays
-from fastmmeval.contam.text_tokens import WordTokenizer, word_table
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.settings import IndexSettings, concat_arrays
+from fastmmeval.contam.readers.shards import RecordSource
+from fastmmeval.contam.readers.text_tokens import WordTokenizer, reference_word_ids, word_table
 
 
 class PythonWordTokenizer(WordTokenizer):

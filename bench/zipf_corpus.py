@@ -4,7 +4,7 @@ Tokens follow a Zipf law over a vocabulary (ids 1..vocab, never 0 or the 0xFFFF 
 of phrases with Zipf popularity is pasted over the text so that 8-gram counts span from 1 to many
 thousands, as boilerplate does in real training data. Documents have log-normal lengths. The corpus is
 written chunk by chunk as pre-tokenized shards of `SHARD_TOKENS` tokens (`shard-00000.u16` plus
-`shard-00000.u16.offsets`, the layout `contam.token_shards.TokenShardSource` reads), so any prefix of whole
+`shard-00000.u16.offsets`, the layout `contam.ngram.token_shards.TokenShardSource` reads), so any prefix of whole
 shards is itself a corpus; `write_infini_gram_files` writes the same documents in infini-gram's layout.
 """
 

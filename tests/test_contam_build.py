@@ -1,4 +1,4 @@
-"""Building the n-gram index (`contam.build`): segments byte-identical whatever the threads, shards and
+"""Building the n-gram index (`contam.ngram.build`): segments byte-identical whatever the threads, shards and
 memory budget, equal to the numpy reference segments, spills merged back to the same counts, and the
 native map releasing the GIL."""
 
@@ -12,12 +12,12 @@ from native_checks import releases_gil
 from test_contam_index import ArraySource, build, random_docs, split
 
 from fastmmeval import _core
-from fastmmeval.contam.build import map_shard, segment_file
-from fastmmeval.contam.hashing import ngram_hashes
-from fastmmeval.contam.index import NgramIndex
-from fastmmeval.contam.reference import count_hashes_reference, merge_counts_reference
-from fastmmeval.contam.segment import read_segment_reference, segment_bytes_reference
-from fastmmeval.contam.settings import IndexSettings
+from fastmmeval.contam.ngram.build import map_shard, segment_file
+from fastmmeval.contam.ngram.hashing import ngram_hashes
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.reference import count_hashes_reference, merge_counts_reference
+from fastmmeval.contam.ngram.segment import read_segment_reference, segment_bytes_reference
+from fastmmeval.contam.ngram.settings import IndexSettings
 
 
 @pytest.mark.parametrize("dedup", [False, True])
@@ -125,7 +125,7 @@ def test_a_tiny_memory_budget_spills_runs_and_merges_them_to_the_same_counts(tmp
     docs = random_docs(5, 2000, vocab=20, max_len=200)
     settings = IndexSettings(threshold=10, partition_bits=2, memory_bytes=1 << 20, threads=2)
     run_dir = tmp_path / "runs"
-    from fastmmeval.contam.build import map_shard, reduce_partition, runs_by_partition
+    from fastmmeval.contam.ngram.build import map_shard, reduce_partition, runs_by_partition
 
     stats = map_shard(ArraySource("s", docs, block_docs=100), run_dir, settings)
     by_part = runs_by_partition(run_dir, settings)

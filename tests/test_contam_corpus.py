@@ -16,22 +16,27 @@ import pytest
 import xxhash
 from PIL import Image
 
-from fastmmeval.contam import records
-from fastmmeval.contam.corpus import (
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
+from fastmmeval.contam.ngram.reference import reference_counts
+from fastmmeval.contam.ngram.settings import CorpusError, IndexSettings
+from fastmmeval.contam.ngram.stream import stream_counts
+from fastmmeval.contam.ngram.token_shards import TokenShardSource, write_token_shard
+from fastmmeval.contam.readers import records
+from fastmmeval.contam.readers.image_tokens import ImageTokenizerBase, OfflineImageTokenizer
+from fastmmeval.contam.readers.records import iter_json_array
+from fastmmeval.contam.readers.shards import (
     RecordSource,
     expand_paths,
     guess_format,
     open_sources,
     without_images,
 )
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes_reference
-from fastmmeval.contam.image_tokens import ImageTokenizerBase, OfflineImageTokenizer
-from fastmmeval.contam.index import stream_counts
-from fastmmeval.contam.records import iter_json_array
-from fastmmeval.contam.reference import reference_counts, reference_word_ids
-from fastmmeval.contam.settings import CorpusError, IndexSettings
-from fastmmeval.contam.text_tokens import HFTextTokenizer, WordTokenizer, make_text_tokenizer
-from fastmmeval.contam.token_shards import TokenShardSource, write_token_shard
+from fastmmeval.contam.readers.text_tokens import (
+    HFTextTokenizer,
+    WordTokenizer,
+    make_text_tokenizer,
+    reference_word_ids,
+)
 
 
 class FixedImageTokenizer(ImageTokenizerBase):

@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from fastmmeval.contam.corpus import RecordSource
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
-from fastmmeval.contam.image_cache import ImageTokenCache, usage
-from fastmmeval.contam.image_tokens import ImageTokenizerBase
-from fastmmeval.contam.index import NgramIndex
-from fastmmeval.contam.settings import IndexSettings, TokenBlock
-from fastmmeval.contam.text_tokens import WordTokenizer
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.ngram.image_cache import ImageTokenCache, usage
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.settings import IndexSettings, TokenBlock
+from fastmmeval.contam.readers.image_tokens import ImageTokenizerBase
+from fastmmeval.contam.readers.shards import RecordSource
+from fastmmeval.contam.readers.text_tokens import WordTokenizer
 
 
 class MeanColourTokenizer(ImageTokenizerBase):

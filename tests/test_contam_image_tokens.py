@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fastmmeval.contam.image_tokens import (
+from fastmmeval.contam.readers.image_tokens import (
     SEED_BERT,
     SEED_CODE,
     SEED_MEAN,
@@ -211,6 +211,8 @@ def test_each_offline_version_keeps_its_tokens(photos: dict[str, Image.Image]) -
 
 
 FAKE_EVA_VIT = '''
+from pathlib import Path
+
 URL = "https://storage.googleapis.com/sfr-vision-language-research/LAVIS/models/BLIP2/eva_vit_g.pth"
 
 
@@ -219,10 +221,11 @@ def download_cached_file(url, check_hash=True, progress=False):
 
 
 def create_eva_vit_g():
-    return open(download_cached_file(URL, check_hash=False, progress=True), "rb").read()
+    return Path(download_cached_file(URL, check_hash=False, progress=True)).read_bytes()
 '''
 FAKE_QUANTIZER = '''
 import os
+from pathlib import Path
 
 import torch
 
@@ -239,7 +242,8 @@ class Blip2QformerQuantizer(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_path, **kwargs):
-        model = cls(eva_vit.create_eva_vit_g(), os.path.isdir("bert-base-uncased"), open(pretrained_model_path).read())
+        ckpt = Path(pretrained_model_path).read_text()
+        model = cls(eva_vit.create_eva_vit_g(), os.path.isdir("bert-base-uncased"), ckpt)
         model.kwargs = kwargs
         return model
 

@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 
 from fastmmeval import _core
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import NgramIndex, stream_counts
-from fastmmeval.contam.reference import (
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.reference import (
     reference_counts,
     stream_block_reference,
 )
-from fastmmeval.contam.segment import NgramIndexError
-from fastmmeval.contam.settings import IndexSettings, TokenBlock
+from fastmmeval.contam.ngram.segment import NgramIndexError
+from fastmmeval.contam.ngram.settings import IndexSettings, TokenBlock
+from fastmmeval.contam.ngram.stream import stream_counts
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ KILLED_BUILD = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, {tests!r})
     from test_contam_index import ArraySource, random_docs
-    from fastmmeval.contam import index as ix
+    from fastmmeval.contam.ngram import index as ix
 
     where = sys.argv[2]
     if where == "publish":  # every segment written, none published

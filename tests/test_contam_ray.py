@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import ray
 
-from fastmmeval.contam import ray_engine
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
-from fastmmeval.contam.index import NgramIndex
-from fastmmeval.contam.ray_engine import RayEngineError
-from fastmmeval.contam.settings import IndexSettings, TokenBlock
+from fastmmeval.contam.ngram import ray_engine
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED, ngram_hashes
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.ray_engine import RayEngineError
+from fastmmeval.contam.ngram.settings import IndexSettings, TokenBlock
 from fastmmeval.errors import FastmmevalError
 
 # A small budget (16 MiB per Ray task, the share of one thread) so both engines spill several sorted runs.
@@ -224,8 +224,8 @@ def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_a_ray_task_decodes_images_on_its_one_cpu(tmp_path: Path) -> None:
-    from fastmmeval.contam.corpus import RecordSource
-    from fastmmeval.contam.text_tokens import WordTokenizer
+    from fastmmeval.contam.readers.shards import RecordSource
+    from fastmmeval.contam.readers.text_tokens import WordTokenizer
 
     shard = tmp_path / "train.json"
     shard.write_text("[]")

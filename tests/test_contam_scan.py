@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from fastmmeval.cli import main
-from fastmmeval.contam.report import html_report
-from fastmmeval.contam.scan import summarize_task
+from fastmmeval.contam.audit.report import html_report
+from fastmmeval.contam.audit.scoring import summarize_task
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.task import Task
@@ -207,10 +207,10 @@ def test_index_then_scan_flags_exactly_the_planted_instances(planted: dict, tmp_
     assert _flagged(report, "flagged") == set()
     assert report["corpus"]["streamed"] == {"shards": 1, "images_read": False, "missing_images": None}
 
-    rows = list(csv.DictReader((out / "contam_instances.csv").open()))
+    rows = list(csv.DictReader((out / "contam_instances.csv").read_text().splitlines()))
     assert len(rows) == len(planted["all"])
     assert {(r["task"], r["doc_id"]) for r in rows if r["flagged"] == "True"} == planted["text"] | planted["image"]
-    summary = list(csv.DictReader((out / "contam_summary.csv").open()))
+    summary = list(csv.DictReader((out / "contam_summary.csv").read_text().splitlines()))
     assert [r["task"] for r in summary] == list(TASKS)
     assert (out / "contam_overlap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "contam_report.html").read_text()

@@ -1,4 +1,4 @@
-"""The segment file format (`contam/segment.py`, `cpp/ngram/blocks.cpp`): the native reader and writer against
+"""The segment file format (`contam/ngram/segment.py`, `cpp/ngram/blocks.cpp`): the native reader and writer against
 the numpy reference on the blocks' edge cases (gaps of zero, gaps too wide to pack, the largest counts and
 hashes, short last blocks), lookups that name the file when a block is corrupt, and format-1 files refused."""
 
@@ -12,8 +12,8 @@ import pytest
 from test_contam_index import ArraySource, random_docs
 
 from fastmmeval import _core
-from fastmmeval.contam.index import NgramIndex
-from fastmmeval.contam.segment import (
+from fastmmeval.contam.ngram.index import NgramIndex
+from fastmmeval.contam.ngram.segment import (
     BLOCK_ENTRIES,
     HEADER,
     MAX_PACKED_BITS,
@@ -22,7 +22,7 @@ from fastmmeval.contam.segment import (
     read_segment_reference,
     segment_bytes_reference,
 )
-from fastmmeval.contam.settings import IndexSettings
+from fastmmeval.contam.ngram.settings import IndexSettings
 
 THRESHOLD = 254  # counts up to 255: count fields of 8 bits
 

@@ -5,7 +5,7 @@ import pytest
 from native_checks import releases_gil
 
 from fastmmeval import _core
-from fastmmeval.contam.hashing import ngram_hashes, ngram_hashes_reference
+from fastmmeval.contam.ngram.hashing import ngram_hashes, ngram_hashes_reference
 
 
 def random_corpus(rng: np.random.Generator, n_docs: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""`fastmmeval contam index | add | compact | scan | stats`: contamination audits from the command line."""
+"""`fastmmeval contam index | add | compact | scan | stats`: contamination audits from the command line. It
+parses arguments, calls the `fastmmeval.contam` API and prints."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from fastmmeval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fastmmeval.contam import Tokenizers
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
@@ -123,77 +127,18 @@ def add_parser(sub: Any) -> None:
     _add_run_flags(sc)
 
 
-def _tokenizers(text_spec: str, image_spec: str) -> tuple[Any, Any]:
-    from fastmmeval.contam.image_tokens import make_image_tokenizer
-    from fastmmeval.contam.text_tokens import make_text_tokenizer
-
-    return make_text_tokenizer(text_spec), make_image_tokenizer(image_spec)
+def _warn(message: str) -> None:
+    print(f"fastmmeval: warning: {message}", file=sys.stderr)
 
 
-def _describe(tok: Any, spec: str) -> dict[str, Any] | None:
-    if tok is None:
-        return None
-    unicode = getattr(tok, "unicode_version", None)
-    return {"spec": spec, "fingerprint": tok.fingerprint, **({"unicode": unicode} if unicode else {})}
-
-
-def _unicode_drift(recorded: dict[str, Any], tok: Any) -> str | None:
-    """Why the text tokenizer may split some text otherwise than when the index was built, or None."""
-    built, here = recorded.get("unicode"), getattr(tok, "unicode_version", None)
-    if built is None or here is None or built == here:
-        return None
-    return (
-        f"the index's words were split under Unicode {built}, this Python's is {here}: words holding characters "
-        "assigned or re-classified in between may split differently"
-    )
-
-
-def _recorded_image_spec(recorded: dict[str, Any] | None) -> str:
-    """The spec that gives the image tokenizer an index was built with: `offline` as recorded names the
-    latest version, so the offline tokenizer's version comes from the recorded fingerprint."""
-    if recorded is None:
-        return "none"
-    version = re.fullmatch(r"offline-v(\d+)", str(recorded.get("fingerprint", "")))
-    return f"offline:{version[1]}" if version else str(recorded.get("spec", "none"))
-
-
-def _index_tokenizers(meta: dict[str, Any], args: argparse.Namespace, adding: bool = False) -> tuple[Any, Any]:
-    """The tokenizers an index was built with (or the ones given, if their fingerprints agree). Under another
-    Unicode version than the build's, adding is refused (the index would mix two splits) and a scan warns."""
-    recorded_text = meta.get("text_tokenizer") or {}
-    recorded_image = meta.get("image_tokenizer")
-    text_spec = args.text_tokenizer or recorded_text.get("spec", "words")
-    image_spec = args.image_tokenizer or _recorded_image_spec(recorded_image)
-    text_tok, image_tok = _tokenizers(text_spec, image_spec)
-    if recorded_text and text_tok.fingerprint != recorded_text.get("fingerprint"):
-        raise ConfigError(
-            f"--text_tokenizer {text_spec}: fingerprint {text_tok.fingerprint} differs from the index's "
-            f"{recorded_text.get('fingerprint')} ({recorded_text.get('spec')}); its n-grams would never match"
-        )
-    drift = _unicode_drift(recorded_text, text_tok)
-    if drift and adding:
-        raise ConfigError(f"contam add: {drift}; add with the Python that built the index, or build a new one")
-    if drift:
-        print(f"fastmmeval: warning: {drift}", file=sys.stderr)
-    if image_tok is not None:
-        if recorded_image is None:
-            raise ConfigError(f"--image_tokenizer {image_spec}: the index was built without image tokens")
-        if image_tok.fingerprint != recorded_image.get("fingerprint"):
-            raise ConfigError(
-                f"--image_tokenizer {image_spec}: fingerprint {image_tok.fingerprint} differs from the index's "
-                f"{recorded_image.get('fingerprint')} ({recorded_image.get('spec')})"
-            )
-    return text_tok, image_tok
-
-
-def _sources(args: argparse.Namespace, specs: list[str], text_tok: Any, image_tok: Any) -> list[Any]:
-    from fastmmeval.contam.corpus import IMAGE_BATCH, open_sources
+def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers) -> list[Any]:
+    from fastmmeval.contam import IMAGE_BATCH, open_sources
 
     return open_sources(
         specs,
         args.format,
-        text_tok,
-        image_tok,
+        tokenizers.text,
+        tokenizers.image,
         args.image_root,
         tuple(f.strip() for f in args.text_fields.split(",") if f.strip()),
         args.image_field or None,
@@ -205,7 +150,7 @@ def _sources(args: argparse.Namespace, specs: list[str], text_tok: Any, image_to
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from fastmmeval.contam.settings import IndexSettings
+    from fastmmeval.contam import IndexSettings
 
     return IndexSettings(
         n=args.n,
@@ -231,23 +176,19 @@ def _add(index: Any, sources: list[Any], args: argparse.Namespace) -> dict[str, 
 
 def main(args: argparse.Namespace) -> int:
     """Run one `contam` subcommand."""
-    from fastmmeval.contam.index import NgramIndex
+    from fastmmeval.contam import NgramIndex, choose_tokenizers, index_tokenizers
 
     console = Console()
     command = args.contam_command
     if command == "index":
-        text_tok, image_tok = _tokenizers(args.text_tokenizer, args.image_tokenizer)
-        sources = _sources(args, args.corpus, text_tok, image_tok)
-        meta = {
-            "text_tokenizer": _describe(text_tok, args.text_tokenizer),
-            "image_tokenizer": _describe(image_tok, args.image_tokenizer),
-        }
-        index = NgramIndex.create(args.index, _settings(args), meta)
+        tokenizers = choose_tokenizers(args.text_tokenizer, args.image_tokenizer)
+        sources = _sources(args, args.corpus, tokenizers)
+        index = NgramIndex.create(args.index, _settings(args), tokenizers.describe())
         _print_build(console, _add(index, sources, args), args.index)
     elif command == "add":
         index = NgramIndex.open(args.index)
-        text_tok, image_tok = _index_tokenizers(index.meta, args, adding=True)
-        sources = _sources(args, args.corpus, text_tok, image_tok)
+        tokenizers = index_tokenizers(index.meta, args.text_tokenizer, args.image_tokenizer, adding=True)
+        sources = _sources(args, args.corpus, tokenizers)
         _print_build(console, _add(index, sources, args), args.index)
     elif command == "compact":
         NgramIndex.open(args.index).compact()
@@ -262,23 +203,29 @@ def main(args: argparse.Namespace) -> int:
 def _scan(args: argparse.Namespace, console: Console) -> None:
     from dataclasses import replace
 
-    from fastmmeval.contam import thumbnails
-    from fastmmeval.contam.index import NgramIndex
-    from fastmmeval.contam.report import summary_table, write_report
-    from fastmmeval.contam.scan import ScanOptions, scan
+    from fastmmeval.contam import (
+        NgramIndex,
+        ScanOptions,
+        audit_tasks,
+        choose_tokenizers,
+        index_tokenizers,
+        summary_lines,
+        summary_table,
+        write_audit,
+    )
     from fastmmeval.tasks import resolve
 
     if args.index is None and not args.corpus:
         raise ConfigError("contam scan: give --index DIR, or --corpus SHARDS for a streaming audit")
     index = NgramIndex.open(args.index) if args.index is not None else None
     if index is not None:
-        text_tok, image_tok = _index_tokenizers(index.meta, args)
+        tokenizers = index_tokenizers(index.meta, args.text_tokenizer, args.image_tokenizer, warn=_warn)
         settings = replace(index.settings, threads=args.threads, memory_bytes=parse_memory(args.memory))
     else:
-        text_tok, image_tok = _tokenizers(args.text_tokenizer or "words", args.image_tokenizer or "offline")
+        tokenizers = choose_tokenizers(args.text_tokenizer or "words", args.image_tokenizer or "offline")
         settings = _settings(args)
     tasks = resolve((t.strip() for t in args.tasks.split(",") if t.strip()), args.include_path)
-    corpus = _sources(args, args.corpus, text_tok, image_tok) if args.corpus else None
+    corpus = _sources(args, args.corpus, tokenizers) if args.corpus else None
     options = ScanOptions(
         settings=settings,
         max_ids=args.max_ids,
@@ -287,29 +234,9 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
         progress=not args.no_progress,
         image_cache=not args.no_image_cache,
     )
-    report = scan(tasks, text_tok, image_tok, options, index=index, corpus=corpus)
-    report["settings"] = {
-        "mode": "index" if index is not None else "stream",
-        "index": None if args.index is None else str(args.index),
-        "corpus": list(args.corpus),
-        "n": settings.n,
-        "threshold": settings.threshold,
-        "dedup_docs": settings.dedup_docs,
-        "text_tokenizer": _describe(text_tok, args.text_tokenizer or text_tok.name),
-        "image_tokenizer": _describe(image_tok, args.image_tokenizer or getattr(image_tok, "name", "none")),
-        "near_dup_threshold": options.near_dup_threshold,
-    }
-    paths = write_report(args.out, report, thumbnails.collect(report, tasks, corpus))
+    report = audit_tasks(tasks, tokenizers, options, index=index, corpus=corpus, corpus_specs=args.corpus)
+    paths = write_audit(args.out, report, tasks, corpus)
     console.print(summary_table(report))
-    missing = {k: v["missing_images"] for k, v in report["corpus"].items() if v.get("missing_images") is not None}
-    console.print(f"images missing or unreadable in the corpus: {missing}")
-    streamed = report["corpus"].get("streamed", {})
-    if not streamed.get("images_read", True):
-        console.print("the corpus was streamed again without its images: no image n-gram matched the index")
-    cached = streamed.get("image_cache")
-    if cached:
-        console.print(
-            f"image tokens of {cached['read']} shard(s) read from the index's image cache; images decoded again "
-            f"for {cached['stale']} whose images changed since and {cached['absent']} the index has no entry for"
-        )
+    for line in summary_lines(report):
+        console.print(line)
     console.print("report: " + ", ".join(str(p) for p in paths))

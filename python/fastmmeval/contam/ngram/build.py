@@ -16,8 +16,8 @@ from typing import Any
 from tqdm import tqdm
 
 from fastmmeval import _core
-from fastmmeval.contam.segment import NgramIndexError, read_header
-from fastmmeval.contam.settings import IndexSettings, ShardSource, check_block
+from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
+from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource, check_block
 
 
 def segment_file(partition: int) -> str:

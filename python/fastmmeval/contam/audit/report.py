@@ -219,7 +219,7 @@ def _task_section(t: dict[str, Any], thumbnails: dict[str, Any]) -> str:
 
 
 def html_report(report: dict[str, Any], chart_png: bytes, thumbnails: dict[str, Any] | None = None) -> bytes:
-    """The report as one self-contained HTML page (the chart and the thumbnails of `contam.thumbnails.collect`
+    """The report as one self-contained HTML page (the chart and the thumbnails of `contam.audit.thumbnails.collect`
     inlined; every value from the data escaped)."""
     settings = report.get("settings", {})
     facts = [(k, json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in settings.items()]
@@ -293,3 +293,21 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{t['frequent_text_ngrams_skipped']} text / {t['frequent_image_ngrams_skipped']} image",
         )
     return table
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """What a terminal shows under the summary table: the corpus's missing images, and how a corpus streamed
+    to name training ids was read (without its images, or with image tokens from the index's image cache)."""
+    corpus = report["corpus"]
+    missing = {k: v["missing_images"] for k, v in corpus.items() if v.get("missing_images") is not None}
+    lines = [f"images missing or unreadable in the corpus: {missing}"]
+    streamed = corpus.get("streamed", {})
+    if not streamed.get("images_read", True):
+        lines.append("the corpus was streamed again without its images: no image n-gram matched the index")
+    cached = streamed.get("image_cache")
+    if cached:
+        lines.append(
+            f"image tokens of {cached['read']} shard(s) read from the index's image cache; images decoded again "
+            f"for {cached['stale']} whose images changed since and {cached['absent']} the index has no entry for"
+        )
+    return lines

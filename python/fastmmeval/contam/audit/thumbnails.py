@@ -10,8 +10,8 @@ from typing import Any
 
 from PIL import Image
 
-from fastmmeval.contam.corpus import RecordSource
-from fastmmeval.contam.image_tokens import as_rgb
+from fastmmeval.contam.readers.image_tokens import as_rgb
+from fastmmeval.contam.readers.shards import RecordSource
 from fastmmeval.errors import DocError
 from fastmmeval.protocol import ImagePart
 from fastmmeval.tasks.task import Task

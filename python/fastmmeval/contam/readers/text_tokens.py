@@ -20,7 +20,7 @@ import numpy as np
 import xxhash
 
 from fastmmeval import _core
-from fastmmeval.contam.settings import concat_arrays
+from fastmmeval.contam.ngram.settings import concat_arrays
 from fastmmeval.errors import ConfigError
 
 # Letters and digits in any script; everything else (punctuation, symbols, whitespace) separates words.
@@ -71,6 +71,12 @@ def word_table() -> np.ndarray:
 def word_id(word: str) -> int:
     """The id of one word: XXH32 of its lower-cased UTF-8 bytes."""
     return xxhash.xxh32_intdigest(word.lower().encode("utf-8", "surrogatepass"), seed=_WORD_HASH_SEED)
+
+
+def reference_word_ids(texts: Sequence[str]) -> list[np.ndarray]:
+    """The `words` tokenizer's ids of each text in pure Python (the regex's words, lower-cased, XXH32): the
+    reference the tests hold the native split to."""
+    return [np.array([word_id(w) for w in WORD.findall(t)], dtype=np.uint32) for t in texts]
 
 
 class TextTokenizer(Protocol):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.contam.settings import CorpusError
+from fastmmeval.contam.ngram.settings import CorpusError
 
 _JSON_CHUNK = 1 << 20
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from fastmmeval.contam.segment import NgramIndexError
+from fastmmeval.contam.ngram.segment import NgramIndexError
 from fastmmeval.errors import FastmmevalError
 
 # Tokens a source reads per block (whole documents; a longer document is a block of its own).

@@ -21,8 +21,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fastmmeval.contam.build import map_shard, reduce_partition, runs_by_partition, segment_file
-from fastmmeval.contam.settings import IndexSettings, ShardSource
+from fastmmeval.contam.ngram.build import map_shard, reduce_partition, runs_by_partition, segment_file
+from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource
 from fastmmeval.errors import FastmmevalError
 
 # A crashed map task is rerun (map_shard starts by clearing its own run folder); a reduce task consumes its

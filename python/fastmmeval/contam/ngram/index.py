@@ -1,20 +1,18 @@
-"""An out-of-core index of hashed n-gram counts over a training corpus, and a streaming audit without one.
+"""An out-of-core index of hashed n-gram counts over a training corpus.
 
 Folder layout: `DIR/manifest.json` (settings, meta, the generations and their segment files, token and
-document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.segment` for the file format).
+document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.ngram.segment` for the file format).
 `add` maps each source into sorted runs under `DIR/tmp/`, reduces them into one new generation of
 segments, and publishes it by atomically rewriting the manifest last; anything a killed build left is
 swept by the next `add`. `DIR/image_tokens/` keeps the image tokens of the record shards added, for scans
-that name training ids (`contam.image_cache`).
+that name training ids (`contam.ngram.image_cache`).
 """
 
 from __future__ import annotations
 
 import collections
 import fcntl
-import itertools
 import os
-import queue
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -28,11 +26,10 @@ import numpy as np
 from tqdm import tqdm
 
 from fastmmeval import _core
-from fastmmeval.contam import image_cache
-from fastmmeval.contam.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
-from fastmmeval.contam.corpus import with_image_cache
-from fastmmeval.contam.segment import NgramIndexError, read_header
-from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock, check_block
+from fastmmeval.contam.ngram import image_cache, ray_engine
+from fastmmeval.contam.ngram.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
+from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
+from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource
 from fastmmeval.util import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
@@ -43,9 +40,6 @@ def _partition_of(hashes: np.ndarray, settings: IndexSettings) -> np.ndarray:
     if settings.partition_bits == 0:
         return np.zeros(len(hashes), np.int64)
     return (hashes >> np.uint64(64 - settings.partition_bits)).astype(np.int64)
-
-
-# ---------------------------------------------------------------- the index
 
 
 def _load_manifest(path: Path) -> dict[str, Any]:
@@ -150,7 +144,7 @@ class NgramIndex:
         (tokens, docs, windows, missing_images, seconds). With keep_image_tokens, record shards' image tokens
         are kept in the image cache as they are tokenized."""
         if keep_image_tokens:
-            sources = [with_image_cache(s, self.image_cache(write=True)) for s in sources]
+            sources = [image_cache.with_image_cache(s, self.image_cache(write=True)) for s in sources]
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -165,8 +159,6 @@ class NgramIndex:
             if engine == "local":
                 stats = self._add_local(sources, run_dir, seg_dir, progress)
             elif engine == "ray":
-                from fastmmeval.contam import ray_engine
-
                 stats = ray_engine.run(sources, run_dir, seg_dir, self.settings, progress=progress)
             else:
                 raise NgramIndexError(f"unknown engine {engine!r} (expected 'local' or 'ray')")
@@ -304,58 +296,3 @@ def _open_segment(path: Path, settings: IndexSettings, partition: int, verify: b
         return _core.NgramSegment(str(path), verify)
     except (ValueError, RuntimeError) as e:
         raise NgramIndexError(str(e)) from e
-
-
-# ---------------------------------------------------------------- streaming audits
-
-
-def stream_counts(
-    query_hashes: np.ndarray, sources: Sequence[ShardSource], settings: IndexSettings, max_ids: int = 3,
-    progress: bool = False,
-) -> tuple[np.ndarray, list[list[str]]]:
-    """Counts (uint8, saturated like the index) of each query hash in the corpus streamed past it, and up to
-    max_ids training ids of documents containing it (the first ones in corpus order)."""
-    queries = np.ascontiguousarray(query_hashes, dtype=np.uint64)
-    uniq, inverse = np.unique(queries, return_inverse=True)
-    streams = [
-        _core.NgramStream(uniq, settings.n, settings.threshold, settings.dedup_docs, max_ids)
-        for _ in range(settings.threads)
-    ]
-    free: queue.SimpleQueue = queue.SimpleQueue()
-    for s in streams:
-        free.put(s)
-    hits: list[tuple[int, int, int, str]] = []  # (block number, doc, query, id)
-
-    def work(stream: Any, number: int, block: TokenBlock, tok: np.ndarray, offs: np.ndarray) -> None:
-        try:
-            found = stream.process(tok, offs, int(block.seed))
-        finally:
-            free.put(stream)
-        hits.extend((number, int(d), int(q), str(block.ids[int(d)])) for q, d in found)
-
-    number = itertools.count()
-    with (
-        ThreadPoolExecutor(settings.threads) as pool,
-        tqdm(desc="stream", unit="tok", unit_scale=True, disable=not progress) as bar,
-    ):
-        futures = []
-        for source in sources:
-            for i, block in enumerate(source.blocks()):
-                tok, offs = check_block(block, f"{source.name} block {i}")
-                stream = free.get()  # at most `threads` blocks in flight
-                for f in [f for f in futures if f.done()]:
-                    f.result()  # raises a worker's error now rather than at the end
-                    futures.remove(f)
-                futures.append(pool.submit(work, stream, next(number), block, tok, offs))
-                bar.update(len(tok))
-        for f in futures:
-            f.result()
-    total = np.zeros(len(uniq), np.int64)
-    for s in streams:
-        total += s.counts
-    ids_of: list[list[str]] = [[] for _ in range(len(uniq))]
-    for _, _, q, doc_id in sorted(hits):
-        if len(ids_of[q]) < max_ids:
-            ids_of[q].append(doc_id)
-    counts = np.minimum(total, settings.cap).astype(np.uint8)
-    return counts[inverse], [list(ids_of[q]) for q in inverse]

@@ -24,12 +24,19 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
-from fastmmeval.contam.image_cache import EntryWriter, ImageTokenCache, RefStates, entry_path, file_state, read_entry
-from fastmmeval.contam.image_tokens import as_rgb
-from fastmmeval.contam.records import Record, iter_json_array, llava_record, strip_placeholders
-from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
-from fastmmeval.contam.token_shards import TokenShardSource
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.ngram.image_cache import (
+    EntryWriter,
+    ImageTokenCache,
+    RefStates,
+    entry_path,
+    file_state,
+    read_entry,
+)
+from fastmmeval.contam.ngram.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
+from fastmmeval.contam.ngram.token_shards import TokenShardSource
+from fastmmeval.contam.readers.image_tokens import as_rgb
+from fastmmeval.contam.readers.records import Record, iter_json_array, llava_record, strip_placeholders
 from fastmmeval.util import available_cores, iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
@@ -75,6 +82,10 @@ class RecordSource:
     def missing_images(self) -> int:
         """Images referenced but missing or unreadable, counted by the last blocks() run in this process."""
         return self._missing
+
+    def with_image_cache(self, cache: ImageTokenCache) -> RecordSource:
+        """This source keeping (or looking up) its image tokens in `cache` if it reads images; else itself."""
+        return self if self.image_tokenizer is None else replace(self, image_cache=cache)
 
     def cache_state(self) -> str | None:
         """What the last blocks() run did with the image cache: 'written', 'read', 'stale' (an entry no longer
@@ -324,14 +335,6 @@ def without_images(source: ShardSource) -> ShardSource | None:
         return replace(source, image_tokenizer=None)
     if isinstance(source, TokenShardSource) and source.modality == "image":
         return None
-    return source
-
-
-def with_image_cache(source: ShardSource, cache: ImageTokenCache) -> ShardSource:
-    """The source keeping (or looking up) its image tokens in `cache` if it is a record source that reads
-    images; any other source as it is."""
-    if isinstance(source, RecordSource) and source.image_tokenizer is not None:
-        return replace(source, image_cache=cache)
     return source
 
 

@@ -1,5 +1,5 @@
 """Pure-Python / numpy references of the native n-gram counting (the index's map, merge and streaming
-steps) and of the native split of the `words` text tokenizer, which the tests hold the native code to."""
+steps), which the tests hold the native code to."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fastmmeval.contam.hashing import ngram_hashes_reference
-from fastmmeval.contam.settings import IndexSettings, ShardSource, TokenBlock
-from fastmmeval.contam.text_tokens import WORD, word_id
+from fastmmeval.contam.ngram.hashing import ngram_hashes_reference
+from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource, TokenBlock
 
 
 def reference_counts(sources: Sequence[ShardSource], settings: IndexSettings) -> collections.Counter:
@@ -68,8 +67,3 @@ def stream_block_reference(
                 counts[where[h]] += 1
                 docs[where[h]].add(d)
     return counts, docs
-
-
-def reference_word_ids(texts: Sequence[str]) -> list[np.ndarray]:
-    """The `words` tokenizer's ids of each text in pure Python: the regex's words, lower-cased, XXH32."""
-    return [np.array([word_id(w) for w in WORD.findall(t)], dtype=np.uint32) for t in texts]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastmmeval.contam.hashing import IMAGE_SEED, TEXT_SEED
-from fastmmeval.contam.settings import BLOCK_TOKENS, CorpusError, TokenBlock, concat_docs
+from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED
+from fastmmeval.contam.ngram.settings import BLOCK_TOKENS, CorpusError, TokenBlock, concat_docs
 
 TOKEN_SUFFIXES = {".u16": np.uint16, ".u32": np.uint32}
 

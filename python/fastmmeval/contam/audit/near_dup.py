@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from fastmmeval.contam.hashing import TEXT_SEED, ngram_hashes
-from fastmmeval.contam.settings import TokenBlock
+from fastmmeval.contam.ngram.hashing import TEXT_SEED, ngram_hashes
+from fastmmeval.contam.ngram.settings import TokenBlock
 
 SHINGLE = 2
 NUM_PERM = 128

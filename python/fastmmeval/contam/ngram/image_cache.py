@@ -23,13 +23,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from fastmmeval.contam.build import safe_name
-from fastmmeval.contam.settings import TokenBlock
-from fastmmeval.contam.token_shards import TokenShardSource
+from fastmmeval.contam.ngram.build import safe_name
+from fastmmeval.contam.ngram.settings import ShardSource, TokenBlock
+from fastmmeval.contam.ngram.token_shards import TokenShardSource
 
 CACHE_VERSION = 1
 CACHE_FOLDER = "image_tokens"
@@ -43,6 +43,20 @@ class ImageTokenCache:
 
     folder: Path
     write: bool = False
+
+
+@runtime_checkable
+class KeepsImageTokens(Protocol):
+    """A shard source that can keep its image tokens in an image cache, or look them up there."""
+
+    def with_image_cache(self, cache: ImageTokenCache) -> ShardSource:
+        """The source keeping (or looking up) its image tokens in `cache`."""
+        ...
+
+
+def with_image_cache(source: ShardSource, cache: ImageTokenCache) -> ShardSource:
+    """The source keeping (or looking up) its image tokens in `cache` if it can; any other source as it is."""
+    return source.with_image_cache(cache) if isinstance(source, KeepsImageTokens) else source
 
 
 def file_state(path: Path) -> list[int] | None:
