@@ -16,6 +16,18 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TRITON_INTERPRET"] = "1"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` are skipped where torch sees no CUDA device."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Built datasets go to a per-session folder, not the user's cache."""

@@ -12,9 +12,9 @@ import pytest
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS, UNPARSED
-from fastmmeval.tasks.families.mathvista import get_most_similar, normalize_extracted_answer
 from fastmmeval.extract.options import REJECT_TO_ANSWER, can_infer_option, can_infer_text
 from fastmmeval.extract.rules import answer_part
+from fastmmeval.tasks.families.mathvista import get_most_similar, normalize_extracted_answer
 
 OPTIONS = ["cat", "rocket", "coffee cup", "horse"]
 

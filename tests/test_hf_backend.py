@@ -216,6 +216,13 @@ def test_fingerprint_and_bad_arguments(hf: HF, tiny_lm_dir: Path) -> None:
         MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "device": "gpu"})
 
 
+@pytest.mark.gpu
+def test_on_cuda_the_backend_answers_as_on_the_cpu(hf: HF, tiny_lm_dir: Path) -> None:
+    cuda = MODELS.get("hf").from_args({"pretrained": str(tiny_lm_dir), "max_batch_size": "4", "device": "cuda"})
+    requests = [request(i, q, GenerationSettings(max_new_tokens=12)) for i, q in enumerate(QUESTIONS)]
+    assert [r.text for r in cuda.generate(requests)] == [r.text for r in hf.generate(requests)]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_one_is_a_one_line_error(tiny_lm_dir: Path) -> None:
     with pytest.raises(ConfigError, match="device 'cuda' asked for, but torch sees no CUDA device"):

@@ -34,7 +34,7 @@ def ask(rid: str, image: Image.Image, question: str = "What animal is in this im
 
 @pytest.fixture(scope="module")
 def model(tiny_lm_dir: Path) -> Socratic:
-    return Socratic(SocraticArgs(lm=str(tiny_lm_dir), batch_size=2))
+    return Socratic(SocraticArgs(lm=str(tiny_lm_dir), max_batch_size=2))
 
 
 def test_images_become_descriptions_from_real_tags_and_ocr(model: Socratic) -> None:

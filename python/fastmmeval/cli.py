@@ -58,7 +58,9 @@ def _run_parser(sub: Any) -> None:
         "--batch_size",
         type=int,
         default=None,
-        help="requests per model call (default: the backend's own: 1 for local models, 4 x max_concurrency for APIs)",
+        help="checkpoint granularity: samples are written every N docs answered, so a killed run repeats at most N "
+        "(backends that answer a call at a time get N requests per call; the engine's own limit is the model arg "
+        "max_batch_size). Default: the backend's own: 1 for local models, 4 x max_concurrency for APIs",
     )
     p.add_argument("--output_path", type=Path, default=Path("runs"), help="folder for run folders")
     p.add_argument(

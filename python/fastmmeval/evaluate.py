@@ -151,10 +151,10 @@ def evaluate(
     """Run `config` and write its run folder; with `resume`, continue the newest matching run
     under `output_path` (or the run folder given) instead of starting over, and with
     `retry_failed` also ask the model again for the docs whose call failed (`model error`: an API
-    that gave up after its retries, a timeout). `batch_size` None: the
-    model's own default. With several `ranks`
-    (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes the
-    run folder, and all return its results; a failure on any rank fails all of them."""
+    that gave up after its retries, a timeout). `batch_size` is the checkpoint granularity: samples
+    are appended every `batch_size` docs answered (None: the model's own default). With several
+    `ranks` (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes
+    the run folder, and all return its results; a failure on any rank fails all of them."""
     with ranks.guard():
         return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed)
 

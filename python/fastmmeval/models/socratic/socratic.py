@@ -41,7 +41,7 @@ class SocraticArgs:
         measured best with SmolLM2-135M: more tags or percentages made it pick wrong answers.
     ocr: whether text read from the image is added to its description.
     ocr_min_confidence: lines read with lower confidence are left out.
-    batch_size: chats decoded together.
+    max_batch_size: chats decoded together (the model's own limit, whatever `--batch_size` is).
     system_prompt: the system turn added when a request has none ("" for none).
     """
 
@@ -51,7 +51,7 @@ class SocraticArgs:
     tags: int = 3
     ocr: bool = True
     ocr_min_confidence: float = 0.5
-    batch_size: int = 8
+    max_batch_size: int = 8
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
 
@@ -71,7 +71,7 @@ class Socratic(Model):
 
         self.args = args
         path, gguf = _resolve_lm(args.lm, args.gguf_file)
-        self.lm: CausalLM = CausalLM(path, gguf_file=gguf, dtype=args.dtype, batch_size=args.batch_size)
+        self.lm: CausalLM = CausalLM(path, gguf_file=gguf, dtype=args.dtype, batch_size=args.max_batch_size)
         self.tagger: ImageTagger | None = ImageTagger() if args.tags else None
         self.reader: TextReader | None = TextReader(args.ocr_min_confidence) if args.ocr else None
         self._descriptions: dict[str, str] = {}
@@ -123,8 +123,8 @@ class Socratic(Model):
                 ready.append((i, self.chat(request.messages)))
             except Exception as e:  # any failure belongs to this request only
                 responses[i].error = failure_reason("describing the image(s) failed", e)
-        for start in range(0, len(ready), self.args.batch_size):
-            batch = ready[start:start + self.args.batch_size]
+        for start in range(0, len(ready), self.args.max_batch_size):
+            batch = ready[start:start + self.args.max_batch_size]
             texts = each_or_alone(
                 lambda part: self.lm.generate([c for _, c in part], [requests[i].generation for i, _ in part]), batch
             )
