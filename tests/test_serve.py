@@ -304,21 +304,22 @@ def test_cli_serves_until_interrupted(tiny_lm_dir: Path, stop: signal.Signals) -
                f"pretrained={tiny_lm_dir}", "--port", "0", "--served_model_name", "tiny-cli",
                "--api_key_env", "SERVE_KEY"]
     env = {**os.environ, "COLUMNS": "400", "SERVE_KEY": "local-key"}
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    try:
-        line = ""
-        while "serving" not in line:
-            line = process.stderr.readline()
-            assert line or process.poll() is None, "server exited before serving"
-        url = line.split(" at ")[1].split()[0]
-        client = openai.OpenAI(base_url=url, api_key="local-key", max_retries=0)
-        reply = client.chat.completions.create(model="tiny-cli", messages=[{"role": "user", "content": "The cat"}],
-                                               max_tokens=3, temperature=0)
-        assert reply.usage.completion_tokens <= 3
-    finally:
-        process.send_signal(stop)
-        assert process.wait(timeout=30) == 0
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) as process:
+        try:
+            line = ""
+            while "serving" not in line:
+                line = process.stderr.readline()
+                assert line or process.poll() is None, "server exited before serving"
+            url = line.split(" at ")[1].split()[0]
+            with openai.OpenAI(base_url=url, api_key="local-key", max_retries=0) as client:
+                reply = client.chat.completions.create(
+                    model="tiny-cli", messages=[{"role": "user", "content": "The cat"}], max_tokens=3, temperature=0
+                )
+            assert reply.usage.completion_tokens <= 3
+        finally:
+            process.send_signal(stop)
+            assert process.wait(timeout=30) == 0
 
 
 @pytest.mark.slow

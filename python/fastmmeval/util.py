@@ -1,11 +1,13 @@
-"""Small helpers shared by every flow: atomic file writes, JSON Lines reading, the usable cores."""
+"""Small helpers shared by every flow: atomic file writes, JSON Lines reading, the usable cores, lazy API exports."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +54,17 @@ def available_cores() -> int:
     """The cores this process may run on (its CPU affinity where the platform tells it)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` for `package` that imports each exported name from its sub-module (`exports`:
+    name -> sub-module) on first use: for flows whose imports would slow the start of every command."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__

@@ -7,10 +7,7 @@ exported here: `NgramIndex.create` / `open`, `open_sources`, `choose_tokenizers`
 `audit_tasks`, `write_audit`, `summary_table` and the rest of `__all__`.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from fastmmeval.util import lazy_exports
 
 _LAYERS = {
     "ngram": (
@@ -23,16 +20,7 @@ _LAYERS = {
     ),
     "audit": ("ScanOptions", "audit_tasks", "summary_lines", "summary_table", "write_audit", "write_report"),
 }  # fmt: skip
-_LAYER_OF = {name: layer for layer, names in _LAYERS.items() for name in names}
-__all__ = sorted(_LAYER_OF)
-
-
+__all__ = sorted(name for names in _LAYERS.values() for name in names)
 # Every `fastmmeval` command imports `contam.cli`, and with it this package: importing the layers here (numpy,
 # PIL, datasketch, the tasks) would slow the start of every command, so each name is imported on first use.
-def __getattr__(name: str) -> Any:
-    """The API name `name`, from its layer."""
-    if name not in _LAYER_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAYER_OF[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, {name: layer for layer, names in _LAYERS.items() for name in names})
