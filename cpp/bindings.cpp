@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "common/interrupt.hpp"
 #include "kcenter/kcenter.hpp"
 #include "text/caption.hpp"
 #include "text/edit_distance.hpp"
@@ -214,16 +215,17 @@ i64_array greedy_k_center(const py::array& features, size_t k, size_t first, boo
   i64_array out(static_cast<py::ssize_t>(k));
   int64_t* dst = out.mutable_data();
   const void* src = features.data();
+  fastmmeval::Interrupt interrupt(signal_check());
   {
     py::gil_scoped_release release;
     if (f16) {
-      kcenter::greedy_f16(static_cast<const uint16_t*>(src), n, d, k, first, options, dst);
+      kcenter::greedy_f16(static_cast<const uint16_t*>(src), n, d, k, first, options, interrupt, dst);
     } else if (float16) {
       std::vector<uint16_t> stored(n * d);
       kcenter::to_f16(static_cast<const float*>(src), n * d, threads, simd, stored.data());
-      kcenter::greedy_f16(stored.data(), n, d, k, first, options, dst);
+      kcenter::greedy_f16(stored.data(), n, d, k, first, options, interrupt, dst);
     } else {
-      kcenter::greedy_f32(static_cast<const float*>(src), n, d, k, first, options, dst);
+      kcenter::greedy_f32(static_cast<const float*>(src), n, d, k, first, options, interrupt, dst);
     }
   }
   return out;
@@ -257,8 +259,8 @@ PYBIND11_MODULE(_core, m) {
         "`first`: each next center is the row farthest (Euclidean) from its nearest center, ties to the "
         "lowest index. float16=True stores float32 features as float16 (rounded to nearest even) and "
         "accumulates in fp32. threads=0 uses all cores; simd=False forces the portable loops; on_pick(done) "
-        "is called after each pick (an exception it raises stops the run). Releases the GIL. Returns "
-        "int64[k] row indices in pick order.");
+        "is called after each pick (an exception it raises stops the run). Releases the GIL; on the main "
+        "thread, Ctrl-C stops it (KeyboardInterrupt). Returns int64[k] row indices in pick order.");
   m.def("to_float16", &to_float16, py::arg("values"), py::arg("threads") = 0, py::arg("simd") = true,
         "float32 values as float16, rounded to nearest even (as numpy's astype(float16)); the conversion "
         "greedy_k_center applies with float16=True. Releases the GIL.");

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "common/interrupt.hpp"
 #include "ngram/hashes.hpp"
 #include "ngram/mapper.hpp"
 #include "ngram/merge.hpp"
@@ -109,13 +110,15 @@ std::unique_ptr<ng::Mapper> make_mapper(std::string prefix, uint32_t n, uint32_t
 
 void mapper_add(ng::Mapper& mapper, const py::array& tokens, const i64_array& doc_offsets, uint64_t seed) {
   const TokenView v = token_view("NgramMapper.add", tokens, doc_offsets);
+  fastmmeval::Interrupt interrupt(signal_check());
   py::gil_scoped_release release;
-  v.visit([&](const auto* t) { mapper.add(t, v.n_tokens, v.offsets, v.n_docs, seed); });
+  v.visit([&](const auto* t) { mapper.add(t, v.n_tokens, v.offsets, v.n_docs, seed, interrupt); });
 }
 
 std::vector<std::string> mapper_finish(ng::Mapper& mapper, const std::string& alone_prefix) {
+  fastmmeval::Interrupt interrupt(signal_check());
   py::gil_scoped_release release;
-  return mapper.finish(alone_prefix);
+  return mapper.finish(alone_prefix, interrupt);
 }
 
 std::unique_ptr<ng::Segment> open_segment(const std::string& path, bool verify) {
@@ -150,9 +153,11 @@ py::tuple merge_segments(const std::vector<std::string>& inputs, const std::opti
                          uint32_t threshold, uint32_t partition_bits, uint32_t partition, bool dedup) {
   check_kind("merge_segments", n, threshold, partition_bits);
   std::pair<uint64_t, uint64_t> got;
+  fastmmeval::Interrupt interrupt(signal_check());
   {
     py::gil_scoped_release release;
-    got = ng::merge_segments(inputs, out.value_or(""), ng::SegmentKind{n, threshold, partition_bits, partition, dedup});
+    got = ng::merge_segments(inputs, out.value_or(""), ng::SegmentKind{n, threshold, partition_bits, partition, dedup},
+                             interrupt);
   }
   return py::make_tuple(got.first, got.second);
 }
@@ -196,7 +201,9 @@ void bind_ngram(py::module_& m) {
                          "sorted run of counts saturated at threshold + 1 (a segment file named "
                          "<prefix>p<partition:05d>-<seq:06d>.run) so buckets and sort buffers stay within "
                          "memory_bytes; spilled partitions are sorted and written on `threads` threads. With "
-                         "dedup a document counts once per n-gram. Use from one thread at a time.")
+                         "dedup a document counts once per n-gram. Use from one thread at a time. On the main "
+                         "thread, Ctrl-C stops add and finish (KeyboardInterrupt); an add or finish that fails "
+                         "so leaves the mapper unusable, its runs removed.")
       .def(py::init(&make_mapper), py::arg("prefix"), py::arg("n"), py::arg("threshold"), py::arg("partition_bits"),
            py::arg("dedup"), py::arg("memory_bytes"), py::arg("threads") = 1)
       .def("add", &mapper_add, py::arg("tokens"), py::arg("doc_offsets"), py::arg("seed"),
@@ -225,7 +232,8 @@ void bind_ngram(py::module_& m) {
         py::arg("partition_bits"), py::arg("partition"), py::arg("dedup"),
         "K-way merge of segment files of one partition (checked against n, threshold, partition and dedup, "
         "checksums verified as read), summing counts saturated at threshold + 1, into the segment file out "
-        "(None: count only). Releases the GIL. Returns (entries, frequent).");
+        "(None: count only; nothing is left there if the merge fails or, on the main thread, Ctrl-C stops it). "
+        "Releases the GIL. Returns (entries, frequent).");
   py::class_<ng::Stream>(m, "NgramStream",
                          "Counts of fixed query hashes (strictly increasing uint64) in documents streamed past "
                          "them, behind a Bloom prefilter; counts saturate at threshold + 1, with dedup once per "

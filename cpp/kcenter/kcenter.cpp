@@ -185,7 +185,8 @@ void run_workers(size_t workers, const Work& work) {
 }
 
 template <typename T>
-void greedy(const T* x, size_t n, size_t d, size_t k, size_t first, const Options& options, int64_t* out) {
+void greedy(const T* x, size_t n, size_t d, size_t k, size_t first, const Options& options, Interrupt& interrupt,
+            int64_t* out) {
   const RowDist<T> dist = pick_row_dist<T>(options.simd);
   const size_t workers = worker_count(options.threads, n, n * d);
   std::vector<float> min_d2(n, std::numeric_limits<float>::infinity());
@@ -203,6 +204,11 @@ void greedy(const T* x, size_t n, size_t d, size_t k, size_t first, const Option
     run_workers(workers, [&](size_t w) {
       Farthest best{-1.0f, n};
       for (size_t lo; (lo = next.fetch_add(chunk_rows)) < n;) {
+        if (w == 0) {
+          interrupt.poll();  // throws on the calling thread; the others see stopped() and end the pass
+        } else if (interrupt.stopped()) {
+          break;
+        }
         const Farthest f = scan(x, d, center.data(), min_d2.data(), lo, std::min(n, lo + chunk_rows), dist);
         if (farther(f, best)) best = f;
       }
@@ -219,13 +225,13 @@ void greedy(const T* x, size_t n, size_t d, size_t k, size_t first, const Option
 }  // namespace
 
 void greedy_f16(const uint16_t* x, size_t n, size_t d, size_t k, size_t first, const Options& options,
-                int64_t* out) {
-  greedy(x, n, d, k, first, options, out);
+                Interrupt& interrupt, int64_t* out) {
+  greedy(x, n, d, k, first, options, interrupt, out);
 }
 
 void greedy_f32(const float* x, size_t n, size_t d, size_t k, size_t first, const Options& options,
-                int64_t* out) {
-  greedy(x, n, d, k, first, options, out);
+                Interrupt& interrupt, int64_t* out) {
+  greedy(x, n, d, k, first, options, interrupt, out);
 }
 
 void to_f16(const float* src, size_t count, unsigned threads, bool simd, uint16_t* dst) {

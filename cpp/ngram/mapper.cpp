@@ -91,9 +91,21 @@ struct Piece {
 };
 }  // namespace
 
+// Abandons the mapper if an add or finish throws: its buckets would be left half scattered.
+struct Mapper::AbandonOnThrow {
+  Mapper& mapper;
+  const int uncaught = std::uncaught_exceptions();
+  ~AbandonOnThrow() {
+    if (std::uncaught_exceptions() > uncaught) mapper.abandon();
+  }
+};
+
 template <typename Token>
-void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed) {
+void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed,
+                 Interrupt& interrupt) {
+  if (failed_) throw std::logic_error("NgramMapper: add() after an add() or finish() that failed");
   if (finished_) throw std::logic_error("NgramMapper: add() after finish()");
+  const AbandonOnThrow guard{*this};
   const size_t n = config_.n;
   std::vector<Span> spans;
   std::vector<Piece> pieces;
@@ -167,6 +179,7 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
     auto work = [&](unsigned t) {
       try {
         for (;;) {
+          if (t == 0) interrupt.poll();
           done[t] = scatter(t, staging_[t].data(), done[t], filled[t]);
           if (done[t] < filled[t]) {
             full = true;
@@ -189,12 +202,12 @@ void Mapper::add(const Token* tokens, size_t n_tokens, const int64_t* offsets, s
     if (!full) return;
     // A used-up pool spills every partition (one run each); a partition at its cap (a few n-grams
     // repeated very often) spills alone, so the others keep one run each.
-    spill_all(free_next_ >= free_.size());
+    spill_all(free_next_ >= free_.size(), interrupt);
   }
 }
 
-template void Mapper::add<uint16_t>(const uint16_t*, size_t, const int64_t*, size_t, uint64_t);
-template void Mapper::add<uint32_t>(const uint32_t*, size_t, const int64_t*, size_t, uint64_t);
+template void Mapper::add<uint16_t>(const uint16_t*, size_t, const int64_t*, size_t, uint64_t, Interrupt&);
+template void Mapper::add<uint32_t>(const uint32_t*, size_t, const int64_t*, size_t, uint64_t, Interrupt&);
 
 size_t Mapper::scatter(unsigned t, const uint64_t* in, size_t k, size_t count) {
   const size_t first = t * seq_.size();
@@ -254,7 +267,7 @@ void Mapper::spill(size_t p, uint64_t* tmp) {
   runs_[p].push_back(path);
 }
 
-void Mapper::spill_all(bool everything) {
+void Mapper::spill_all(bool everything, Interrupt& interrupt) {
   const size_t parts = seq_.size();
   std::vector<size_t> chosen;
   for (size_t p = 0; p < parts; ++p) {
@@ -272,6 +285,7 @@ void Mapper::spill_all(bool everything) {
   auto work = [&](unsigned t) {
     for (size_t i; !failed && (i = next++) < chosen.size();) {
       try {
+        if (t == 0) interrupt.poll();
         spill(chosen[i], tmp_.keys() + t * scratch_);
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
@@ -299,13 +313,21 @@ void Mapper::spill_all(bool everything) {
   free_next_ = 0;
 }
 
-std::vector<std::string> Mapper::finish(const std::string& alone_prefix) {
+std::vector<std::string> Mapper::finish(const std::string& alone_prefix, Interrupt& interrupt) {
+  if (failed_) throw std::logic_error("NgramMapper: finish() after an add() or finish() that failed");
   if (finished_) throw std::logic_error("NgramMapper: finish() was already called");
+  const AbandonOnThrow guard{*this};
   alone_prefix_ = alone_prefix;
-  spill_all(true);
+  spill_all(true, interrupt);
   finished_ = true;
-  // The pool's pages go back to the system on a thread of their own (unmapping a GB takes ~0.1 s) while the
-  // caller goes on with the reduce step.
+  release_buffers();
+  std::vector<std::string> all;
+  for (const auto& paths : runs_) all.insert(all.end(), paths.begin(), paths.end());
+  return all;
+}
+
+void Mapper::release_buffers() {
+  // Unmapping a GB takes ~0.1 s: the caller goes on (with the reduce step, or with its error) meanwhile.
   try {
     std::thread([storage = std::move(storage_), tmp = std::move(tmp_)]() mutable {
       storage = PageBuffer();
@@ -313,9 +335,17 @@ std::vector<std::string> Mapper::finish(const std::string& alone_prefix) {
     }).detach();
   } catch (const std::system_error&) {  // no thread to be had: the buffers were freed here
   }
-  std::vector<std::string> all;
-  for (const auto& paths : runs_) all.insert(all.end(), paths.begin(), paths.end());
-  return all;
+}
+
+void Mapper::abandon() noexcept {
+  failed_ = true;
+  for (const auto& paths : runs_) {
+    for (const std::string& path : paths) std::remove(path.c_str());
+  }
+  runs_ = {};
+  staging_ = {};
+  doc_tmp_ = {};
+  release_buffers();
 }
 
 }  // namespace fastmmeval::ngram

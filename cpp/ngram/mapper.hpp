@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/interrupt.hpp"
 #include "ngram/heavy.hpp"
 
 namespace fastmmeval::ngram {
@@ -48,12 +49,15 @@ class Mapper {
   Mapper& operator=(const Mapper&) = delete;
   // Adds the windows of every document (offsets already validated); Token is uint16_t or uint32_t.
   template <typename Token>
-  void add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed);
+  void add(const Token* tokens, size_t n_tokens, const int64_t* offsets, size_t n_docs, uint64_t seed,
+           Interrupt& interrupt);
   // Spills what is left and returns the paths of all runs written, in order. The mapper takes no windows
   // after that; its memory goes back to the system on a thread of its own. With alone_prefix, a partition
   // that had not spilled before writes its one run as <alone_prefix>p<partition:05d>.seg: a run is already
   // a segment, so no one has to rename it there.
-  std::vector<std::string> finish(const std::string& alone_prefix = "");
+  // An add or finish that throws (interrupted, or an error) leaves the mapper unusable: its memory goes back
+  // and the runs it wrote are removed.
+  std::vector<std::string> finish(const std::string& alone_prefix, Interrupt& interrupt);
   uint64_t windows() const { return windows_; }
   // Windows dropped as copies of a hash whose count saturated in the sample (they change no count).
   uint64_t dropped() const { return dropped_; }
@@ -63,7 +67,11 @@ class Mapper {
   size_t scatter(unsigned t, const uint64_t* in, size_t k, size_t count);
   bool new_chunk(size_t slot);  // gives slot (thread x partition) a fresh chunk; false if none may be had
   void spill(size_t p, uint64_t* tmp);
-  void spill_all(bool everything);  // spills, in parallel, every non-empty partition or those at their cap
+  // Spills, in parallel, every non-empty partition or those at their cap.
+  void spill_all(bool everything, Interrupt& interrupt);
+  void release_buffers();  // gives storage_ and tmp_ back to the system on a thread of its own
+  void abandon() noexcept;
+  struct AbandonOnThrow;
 
   MapperConfig config_;
   unsigned shift_;           // a hash's partition is (h >> shift_) >> 1 (0 without partition bits)
@@ -89,6 +97,7 @@ class Mapper {
   std::atomic<uint64_t> dropped_{0};
   uint64_t windows_ = 0;
   bool finished_ = false;
+  bool failed_ = false;
 };
 
 }  // namespace fastmmeval::ngram

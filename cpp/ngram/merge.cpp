@@ -9,6 +9,7 @@ namespace fastmmeval::ngram {
 namespace {
 
 constexpr size_t kBatch = 512;  // entries an inner node merges at a time
+constexpr size_t kPollBatches = 16;  // root batches between two polls of the interrupt (a clock read each)
 
 // A balanced binary tree of two-way merges over the inputs, yielding their sorted union a batch at a time
 // with the counts of equal hashes summed and saturated. Each two-way step is branch-free: which input holds
@@ -130,7 +131,7 @@ class MergeTree {
 }  // namespace
 
 std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inputs, const std::string& out_path,
-                                             const SegmentKind& kind) {
+                                             const SegmentKind& kind, Interrupt& interrupt) {
   std::vector<std::unique_ptr<SegmentReader>> readers;
   readers.reserve(inputs.size());
   for (const std::string& path : inputs) readers.push_back(std::make_unique<SegmentReader>(path, kind));
@@ -142,7 +143,8 @@ std::pair<uint64_t, uint64_t> merge_segments(const std::vector<std::string>& inp
     const uint64_t* hashes;
     const uint8_t* counts;
     size_t n;
-    while (tree.next(&hashes, &counts, &n)) {
+    for (size_t batch = 0; tree.next(&hashes, &counts, &n); ++batch) {
+      if (batch % kPollBatches == 0) interrupt.poll();
       if (writer) {
         writer->add(hashes, counts, n);  // the writer counts them
         continue;
