@@ -103,3 +103,12 @@ def test_an_error_in_an_inherited_setting_points_into_the_parent(tmp_path: Path)
     child = write(tmp_path, "child.yaml", "task: c\nextends: parent.yaml\n")
     with pytest.raises(ConfigError, match=r"parent\.yaml:13: field 'output_type'"):
         parse_task(child)
+
+
+def test_a_template_file_is_no_task_of_its_own_but_a_parent_by_file(tmp_path: Path) -> None:
+    write(tmp_path, "_shared.yaml", PARENT.replace("task: my_vqa\n", "", 1))
+    write(tmp_path, "one.yaml", "task: one\nextends: _shared.yaml\nsplit: a\n")
+    write(tmp_path, "two.yaml", "task: two\nextends: _shared.yaml\nsplit: b\n")
+    catalog = Catalog([tmp_path])
+    assert {"one", "two"} <= set(catalog.tasks) and "_shared" not in catalog.tasks
+    assert catalog.tasks.get("one").metrics == catalog.tasks.get("two").metrics == ("exact_match",)

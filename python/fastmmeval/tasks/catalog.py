@@ -13,6 +13,8 @@ from fastmmeval.tasks.inherit import resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
+# A task file named `_*.yaml` is a template: not a task of its own, only a parent to `extends:` by file.
+TEMPLATE_PREFIX = "_"
 
 
 class Catalog:
@@ -25,7 +27,8 @@ class Catalog:
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
-            files.extend((Path(folder), path, load_yaml(path)) for path in sorted(Path(folder).rglob("*.yaml")))
+            paths = sorted(p for p in Path(folder).rglob("*.yaml") if not p.name.startswith(TEMPLATE_PREFIX))
+            files.extend((Path(folder), path, load_yaml(path)) for path in paths)
         written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
         subsets: list[tuple[Path, LineDict]] = []
         for root, path, data in files:
