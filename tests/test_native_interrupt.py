@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from fastmmeval.contam import NgramIndex
+
 # The child prints "go" just before the long call; a KeyboardInterrupt it raises prints the monotonic time
 # (shared with the parent) at which Python saw it, then what the call left in `folder`.
 CHILD = """
@@ -96,3 +98,32 @@ def test_ctrl_c_stops_a_merge_and_leaves_no_segment(tmp_path: Path) -> None:
         "_core.merge_segments(inputs, os.path.join(folder, 'p00000.seg'), 8, 10, 0, 0, False)",
     )
     assert words[2] == "[]\n"
+
+
+def test_ctrl_c_stops_an_index_build_and_publishes_nothing(tmp_path: Path) -> None:
+    # Blocks of 100M tokens (seconds of mapping each): a map left to finish its block after Ctrl-C would keep the
+    # child alive for seconds.
+    interrupt(
+        tmp_path,
+        """
+        from fastmmeval.contam import IndexSettings, NgramIndex, TokenBlock
+
+        tokens = rng.integers(0, 1 << 16, size=100_000_000, dtype=np.uint16)
+        offsets = np.arange(0, len(tokens), 1_000_000, dtype=np.int64)
+
+        class Blocks:
+            name = "random"
+
+            def blocks(self):
+                for i in range(3):
+                    yield TokenBlock(tokens, offsets, 0, [f"{i}-{d}" for d in range(len(offsets))])
+
+            def missing_images(self):
+                return 0
+
+        index = NgramIndex.create(os.path.join(scratch, "index"), IndexSettings(memory_bytes=64 << 20), {})
+        """,
+        "index.add([Blocks()], progress=False, keep_image_tokens=False)",
+    )
+    totals = NgramIndex.open(tmp_path / "index").stats()
+    assert totals["generations"] == 0 and totals["tokens"] == 0, totals

@@ -8,8 +8,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ from tqdm import tqdm
 
 from fastmmeval import _core
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
-from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource, check_block
+from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource, TokenBlock, check_block
+from fastmmeval.pools import read_ahead
 
 
 def segment_file(partition: int) -> str:
@@ -56,25 +56,19 @@ def map_sources(
         settings.memory_bytes, settings.threads,
     )
     tokens = docs = missing = 0
-    # One block is mapped (GIL released) while the next is read: at most two blocks in memory.
-    with (
-        ThreadPoolExecutor(1) as pool,
-        tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar,
-    ):
-        pending = None
-        for source in sources:
-            for i, block in enumerate(source.blocks()):
-                tok, offs = check_block(block, f"{source.name} block {i}")
-                if pending is not None:
-                    pending.result()
-                pending = pool.submit(mapper.add, tok, offs, int(block.seed))
-                tokens += len(tok)
-                docs += len(offs)
-                bar.update(len(tok))
-            missing += source.missing_images()
-        if pending is not None:
-            pending.result()
-        runs = pool.submit(mapper.finish, "" if seg_dir is None else f"{seg_dir}{os.sep}").result()
+    # The next block is read on a thread while this one is mapped (GIL released): at most two blocks in memory.
+    # The native calls run on this thread, where Ctrl-C stops them within a second.
+    with tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar:
+        for source, i, block in read_ahead(_blocks(sources)):
+            if block is None:  # the source's last block is mapped
+                missing += source.missing_images()
+                continue
+            tok, offs = check_block(block, f"{source.name} block {i}")
+            mapper.add(tok, offs, int(block.seed))
+            tokens += len(tok)
+            docs += len(offs)
+            bar.update(len(tok))
+        runs = mapper.finish("" if seg_dir is None else f"{seg_dir}{os.sep}")
     return {
         "tokens": tokens,
         "docs": docs,
@@ -83,6 +77,14 @@ def map_sources(
         "missing_images": missing,
         "runs": runs,
     }
+
+
+def _blocks(sources: Sequence[ShardSource]) -> Iterator[tuple[ShardSource, int, TokenBlock | None]]:
+    """(source, index, block) of every block of every source, and (source, -1, None) after each source."""
+    for source in sources:
+        for i, block in enumerate(source.blocks()):
+            yield source, i, block
+        yield source, -1, None
 
 
 def runs_by_partition(run_dir: Path, settings: IndexSettings) -> list[list[Path]]:
