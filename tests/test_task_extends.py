@@ -3,32 +3,14 @@
 from pathlib import Path
 
 import pytest
+from test_task_files import GOOD
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.config import parse_task
 
-PARENT = """\
-task: my_vqa
-version: 2
-group: [mine]
-dataset:
-  data_files: {test: data.jsonl}
-split: test
-doc_to_messages:
-  - role: user
-    content:
-      - image: image
-      - text: "{question}\\nAnswer with one word."
-target: answer
-output_type: generate
-extractor: first_word
-metrics: [exact_match]
-generation: {max_new_tokens: 4, stop: ["\\n"]}
-lmms_eval:
-  task: my_vqa
-  differences: ["one"]
-"""
+# A complete task file with an lmms_eval block to inherit.
+PARENT = GOOD + 'lmms_eval:\n  task: my_vqa\n  differences: ["one"]\n'
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -101,7 +83,7 @@ def test_a_bad_extends_is_one_line_naming_file_and_line(tmp_path: Path, child: s
 def test_an_error_in_an_inherited_setting_points_into_the_parent(tmp_path: Path) -> None:
     write(tmp_path, "parent.yaml", PARENT.replace("output_type: generate", "output_type: mcq"))
     child = write(tmp_path, "child.yaml", "task: c\nextends: parent.yaml\n")
-    with pytest.raises(ConfigError, match=r"parent\.yaml:13: field 'output_type'"):
+    with pytest.raises(ConfigError, match=r"parent\.yaml:14: field 'output_type'"):
         parse_task(child)
 
 
