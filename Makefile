@@ -13,6 +13,8 @@ COMPILE := $(PY) -m compileall -q python/fastmmeval
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
+# mkdocs-material prints a banner about MkDocs 2 on every build.
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: install demo test lint clean peers
 

@@ -1,7 +1,7 @@
 """Image tokenizers: the offline substitute's robustness on real photos, and the SEED loader's checks.
 
 Two images "overlap" when their 32-token sequences share an 8-gram at the same position (the paper's
-criterion with the substitute's position-tagged tokens). The README quotes the rates measured here.
+criterion with the substitute's position-tagged tokens). docs/contam.md quotes the rates measured here.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_copies_of_real_photos_overlap_and_distinct_photos_do_not(photos: dict[s
     assert _copy_rate(tok, photos, _half, 1) == 1.0
     assert _copy_rate(tok, photos, _jpeg, 1) == 1.0
     # Light crops at five seeds (8 per photo each): every seed's rate at least 95%. (Version 1 averages 95%
-    # over 20 seeds, half of them below; see the README.)
+    # over 20 seeds, half of them below; see docs/contam.md.)
     crops = []
     for seed in (123, 3000, 3001, 3002, 3003):
         rng = np.random.default_rng(seed)
@@ -137,7 +137,7 @@ def test_copies_of_real_photos_overlap_and_distinct_photos_do_not(photos: dict[s
 
 def test_distinct_faces_and_digits() -> None:
     """Harder distinct sets: 200 LFW faces (scikit-image) and all 1,797 scikit-learn digits, enlarged as in the
-    demo task. Faces stay under 1%; same-looking digits collide more often (about 2.3%, see the README)."""
+    demo task. Faces stay under 1%; same-looking digits collide more often (about 2.3%, see docs/contam.md)."""
     from sklearn.datasets import load_digits
 
     from fastmmeval.tasks.demo_data import render_digit

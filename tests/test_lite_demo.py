@@ -4,7 +4,7 @@ real encoders, and the validation report, lite scores recomputed from the full r
 Three `socratic` variants (SmolLM2-135M answering from image descriptions) differ in what the
 descriptions hold: three ImageNet tags, one tag, or nothing about the image (OCR off in all three,
 to keep the test cheap). To stay within the test budget each model sees the first LIMIT docs of
-each demo task, which proves the flow, not the statistics; the README reports the same flow on
+each demo task, which proves the flow, not the statistics; docs/lite.md reports the same flow on
 all 100 docs with more models.
 """
 

@@ -4,7 +4,7 @@ The paper tokenizes images with SEED (32 codes from a 8,192-entry codebook) and 
 overlapping when they share an 8-gram of those codes. `SeedImageTokenizer` runs the real SEED tokenizer
 from weights the user provides. `OfflineImageTokenizer` is a built-in substitute that needs no download:
 a perceptual hash laid out as 32 tokens, so that resized, re-encoded and lightly cropped copies of an
-image share an 8-token window while different images do not (see the README for the measured rates). It
+image share an 8-token window while different images do not (docs/contam.md has the measured rates). It
 finds copies, not semantically similar images: SEED's codes capture content, the substitute's only
 appearance.
 """
@@ -108,8 +108,8 @@ class OfflineImageTokenizer(ImageTokenizerBase):
     also encodes its position, so a window only matches the same window of another image.
 
     Version 2 (the default) has a higher floor, a slightly narrower centre weighting and a wider chroma dead
-    zone than version 1: light crops of textures no longer break every window (see the README for both
-    versions' rates). Version 1 stays available (`offline:1`) for indexes built with it.
+    zone than version 1: light crops of textures no longer break every window (docs/contam.md has the
+    measured rates). Version 1 stays available (`offline:1`) for indexes built with it.
     """
 
     name = "offline"
@@ -227,7 +227,7 @@ class SeedImageTokenizer(ImageTokenizerBase):
             if not (self.weights_dir / name).exists():
                 raise ConfigError(
                     f"--image_tokenizer seed:{self.weights_dir}: missing {self.weights_dir / name} "
-                    "(see the README, 'Auditing with the real SEED tokenizer')"
+                    "(see docs/contam.md, 'Images: seed:<folder>, the real SEED tokenizer')"
                 )
 
     @property
