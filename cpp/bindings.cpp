@@ -270,7 +270,7 @@ PYBIND11_MODULE(_core, m) {
         "The `words` tokenizer: every text (a sequence of str) cut into maximal runs of word characters, each "
         "word mapped to XXH32 (with seed) of the UTF-8 bytes of its lower case as str.lower() gives it. table "
         "(uint32, one entry per code point) holds each character's lower case in its low 21 bits and its kind "
-        "in the top bits (see cpp/text/words.hpp; built by fastmmeval.contam.text_tokens.word_table). "
+        "in the top bits (see cpp/text/words.hpp; built by fastmmeval.contam.readers.text_tokens.word_table). "
         "Releases the GIL. Returns (uint32 ids of all texts, one after another; int64 offsets where each "
         "text's ids start).");
   m.def("levenshtein_distance", &levenshtein_distance, py::arg("a"), py::arg("b"),

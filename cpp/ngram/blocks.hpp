@@ -1,6 +1,6 @@
 // The blocks of a segment: up to kBlockEntries strictly increasing hashes with their counts, stored as
 // bit-packed gaps (about 5.7 bytes an entry on a 75M-entry index, against 9 unpacked). The layout is
-// documented in python/fastmmeval/contam/segment.py.
+// documented in python/fastmmeval/contam/ngram/segment.py.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Segment files of an n-gram index: sorted unique hashes with saturated uint8 counts, in bit-packed blocks
 // (blocks.hpp), with a sparse block index and a checksum. The layout is documented in
-// python/fastmmeval/contam/segment.py.
+// python/fastmmeval/contam/ngram/segment.py.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Word ids of the contamination audit's `words` text tokenizer (python/fastmmeval/contam/text_tokens.py):
+// Word ids of the contamination audit's `words` text tokenizer (python/fastmmeval/contam/readers/text_tokens.py):
 // words are maximal runs of word characters, each lower-cased as Python's str.lower() would and hashed by
 // XXH32.
 #pragma once
