@@ -94,3 +94,6 @@ def test_a_template_file_is_no_task_of_its_own_but_a_parent_by_file(tmp_path: Pa
     catalog = Catalog([tmp_path])
     assert {"one", "two"} <= set(catalog.tasks) and "_shared" not in catalog.tasks
     assert catalog.tasks.get("one").metrics == catalog.tasks.get("two").metrics == ("exact_match",)
+    write(tmp_path, "_mine.yaml", "task: mine\nextends: _shared.yaml\n")
+    with pytest.raises(ConfigError, match=r"_mine\.yaml:1: a `_\*\.yaml` file is a template, not a task"):
+        Catalog([tmp_path])

@@ -27,8 +27,13 @@ class Catalog:
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
-            paths = sorted(p for p in Path(folder).rglob("*.yaml") if not p.name.startswith(TEMPLATE_PREFIX))
-            files.extend((Path(folder), path, load_yaml(path)) for path in paths)
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                data = load_yaml(path)
+                if not path.name.startswith(TEMPLATE_PREFIX):
+                    files.append((Path(folder), path, data))
+                elif "task" in data:  # a task file named like a template would be skipped without a word
+                    raise ConfigError(f"{path}:{data.line_of('task')}: a `_*.yaml` file is a template, not a "
+                                      "task: rename the file or drop `task:`")
         written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
         subsets: list[tuple[Path, LineDict]] = []
         for root, path, data in files:
