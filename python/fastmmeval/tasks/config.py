@@ -121,8 +121,9 @@ class _Reader:
         self.path = path
 
     def fail(self, data: LineDict, key: str, message: str) -> ConfigError:
-        where = data.where(key) if isinstance(data, LineDict) and data.path is not None else f"{self.path}:0"
-        return ConfigError(f"{where}: field {key!r}: {message}")
+        if not isinstance(data, LineDict):
+            return ConfigError(f"{self.path}:0: field {key!r}: {message}")
+        return ConfigError(f"{data.path_of(key) or self.path}:{data.line_of(key)}: field {key!r}: {message}")
 
     def check_keys(self, data: LineDict, allowed: set[str], what: str) -> None:
         import difflib

@@ -9,7 +9,6 @@ from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.config import DatasetSpec
 from fastmmeval.tasks.processors import PROCESSOR_DATA
 from fastmmeval.tasks.sources import download_split
-from fastmmeval.tasks.task import Task  # noqa: F401  (its import registers the data each processor reads)
 
 
 def download(
