@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fastmmeval.testing.random_init import write_tiny_chat_lm
 
@@ -14,6 +15,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # Triton kernels run on CPU tensors through its interpreter; read when a kernel module is imported.
 os.environ["TRITON_INTERPRET"] = "1"
+
+# Fuzz tests: 200 generated cases per loader in CI (`ci`, the default); `--hypothesis-profile long`
+# for a deeper search. No deadline: a 2-core CI box stalls now and then, which is not a failure.
+_FUZZ = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]}
+settings.register_profile("ci", max_examples=200, derandomize=True, **_FUZZ)
+settings.register_profile("long", max_examples=5000, **_FUZZ)
+settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

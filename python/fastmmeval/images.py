@@ -1,0 +1,87 @@
+"""Opening images a user or a client hands us: a pixel cap checked before decoding, and file
+paths kept inside their root."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+from typing import IO
+
+from PIL import Image, UnidentifiedImageError
+
+# 64 MP decodes to 192 MB of RGB: above any benchmark image we ship (documents included), far below
+# what a crafted 140 KB PNG declares. `--max_image_pixels` changes it.
+DEFAULT_MAX_PIXELS = 64_000_000
+
+# Our cap is the only one: PIL's own (a warning at 89 MP, an error at 179 MP) would otherwise fire
+# before ours when a user raises the cap, and as a warning it is not a refusal at all.
+Image.MAX_IMAGE_PIXELS = None
+
+
+class ImageRefused(ValueError):
+    """An image that is not opened: unreadable, over the pixel cap, or a path outside its root."""
+
+
+def check_max_pixels(value: int | None, flag: str = "--max_image_pixels") -> int | None:
+    """The cap as given (None: no cap), refusing a non-positive one."""
+    if value is not None and value <= 0:
+        raise ValueError(f"{flag} must be positive, got {value}")
+    return value
+
+
+def open_image(
+    source: bytes | bytearray | str | Path | IO[bytes], max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> Image.Image:
+    """The decoded image (first frame, its own mode) from bytes, a path or a binary file; an image
+    whose declared size exceeds `max_pixels` is refused before any pixel is decoded."""
+    fp = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(fp)
+            width, height = image.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise ImageRefused(
+                    f"{width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} "
+                    "(--max_image_pixels)"
+                )
+            image.load()
+    except ImageRefused:
+        raise
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError) as e:
+        # PIL reports a malformed file as any of these (SyntaxError and EOFError from some decoders).
+        raise ImageRefused(f"{type(e).__name__}: {e}") from None
+    return image
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """The image in RGB (itself if it already is); transparency is flattened onto black like PIL's
+    convert, without PIL's warning for palette images with transparency."""
+    if image.mode == "RGB":
+        return image
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        # 16/32-bit grey: scale to 8 bits instead of clipping everything above 255 to white.
+        image = image.point(lambda v: v / 256).convert("L") if image.mode != "I" else image.convert("L")
+    return image.convert("RGB")
+
+
+def confined_path(ref: str | Path, root: Path | None, allow_absolute: bool = False) -> Path:
+    """The file an image reference names: a relative path joined to `root` and refused if it
+    resolves outside it (`..`, symlinks); an absolute path only when `allow_absolute`."""
+    path = Path(ref)
+    if path.is_absolute():
+        if not allow_absolute:
+            raise ImageRefused(
+                f"absolute image path {str(ref)!r} refused (allow it with the dataset's "
+                "allow_absolute_paths: true or --allow_absolute_image_paths)"
+            )
+        return path
+    if root is None:
+        raise ImageRefused(f"relative image path {str(ref)!r} but no image root to resolve it in")
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ImageRefused(f"image path {str(ref)!r} leaves its root {str(root)!r}")
+    return resolved
