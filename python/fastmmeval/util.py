@@ -35,16 +35,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def iter_jsonl(path: Path, error: type[FastmmevalError] = ConfigError) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line of a JSON Lines file, read lazily; a line that is not a
-    JSON object raises `error` naming the file and line."""
-    with Path(path).open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+    """(line number, object) for each non-blank line of a JSON Lines file, read lazily; a line that is not
+    UTF-8 or not a JSON object raises `error` naming the file and line."""
+    with Path(path).open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise error(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise error(f"{path}:{lineno}: not UTF-8 text (byte {e.start + 1} of the line)") from None
+            except RecursionError:
+                raise error(f"{path}:{lineno}: JSON nested too deeply") from None
+            except ValueError as e:  # JSONDecodeError, or an integer literal too long to convert
+                raise error(f"{path}:{lineno}: not valid JSON ({getattr(e, 'msg', e)})") from None
             if not isinstance(row, dict):
                 raise error(f"{path}:{lineno}: each line must be a JSON object")
             yield lineno, row
