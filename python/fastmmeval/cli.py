@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fastmmeval.argtypes import name_list, non_negative_int, positive_float, positive_int, seed_int
 from fastmmeval.errors import ConfigError, FastmmevalError
 
 if TYPE_CHECKING:
@@ -52,11 +53,11 @@ def _run_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="evaluate a model on tasks (flags follow lmms-eval)")
     p.add_argument("--model", required=True, help="backend name (see `fastmmeval models`)")
     p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
-    p.add_argument("--tasks", required=True, help="comma-separated task or group names")
-    p.add_argument("--limit", type=int, default=None, help="only the first N docs of each task")
+    p.add_argument("--tasks", required=True, type=name_list, help="comma-separated task or group names")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N docs of each task")
     p.add_argument(
         "--batch_size",
-        type=int,
+        type=positive_int,
         default=None,
         help="checkpoint granularity: samples are written every N docs answered, so a killed run repeats at most N "
         "(backends that answer a call at a time get N requests per call; the engine's own limit is the model arg "
@@ -68,8 +69,10 @@ def _run_parser(sub: Any) -> None:
         action="store_true",
         help="accepted for lmms-eval compatibility: samples are always written (resume needs them)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bootstrap_iters", type=int, default=1000, help="resamples for non-mean stderrs (0: none)")
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument(
+        "--bootstrap_iters", type=non_negative_int, default=1000, help="resamples for non-mean stderrs (0: none)"
+    )
     p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
     _data_dir_flag(p)
     p.add_argument(
@@ -90,13 +93,13 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--judge_config", type=Path, default=None, help="JSON/YAML file listing judges (name, model, args)")
     p.add_argument(
         "--num_processes",
-        type=int,
+        type=positive_int,
         default=1,
         help="data parallel: launch N processes on this machine, each evaluating a share of the docs",
     )
     p.add_argument(
         "--dist_timeout",
-        type=float,
+        type=positive_float,
         default=300.0,
         help="data parallel: seconds a process waits for another (loading the model, one batch) before giving up",
     )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from fastmmeval.argtypes import int_range, name_list, non_negative_int, positive_int, unit_float
 from fastmmeval.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,11 +58,11 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id_field", default="id", help="jsonl/parquet: training id column")
     p.add_argument("--modality", default="text", choices=["text", "image"], help="tokens shards: what the ids are")
     p.add_argument(
-        "--decode_threads", type=int, default=0,
+        "--decode_threads", type=non_negative_int, default=0,
         help="threads decoding and preparing images of record shards (default 0: the cores this process may use)",
     )  # fmt: skip
     p.add_argument(
-        "--image_batch", type=int, default=None,
+        "--image_batch", type=positive_int, default=None,
         help="images per batched image-tokenizer step (default 64; larger suits SEED on a GPU)",
     )  # fmt: skip
     p.add_argument(
@@ -72,14 +73,16 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_settings_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=8, help="n-gram length (the paper: 8)")
-    p.add_argument("--threshold", type=int, default=10, help="n-grams seen more often are skipped as frequent")
+    p.add_argument("--n", type=int_range(1, 64), default=8, help="n-gram length (the paper: 8)")
+    p.add_argument(
+        "--threshold", type=int_range(0, 254), default=10, help="n-grams seen more often are skipped as frequent"
+    )
     p.add_argument("--dedup_docs", action="store_true", help="count documents containing an n-gram, not occurrences")
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", default="1GB", help="memory budget of the build (e.g. 512MB, 4GB)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=positive_int, default=2)
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
 
 
@@ -113,13 +116,13 @@ def add_parser(sub: Any) -> None:
 
     sc = csub.add_parser("scan", help="report benchmark overlap with an index, or with a corpus streamed past it")
     sc.add_argument("--index", type=Path, default=None, help="index folder (omit for a streaming audit of --corpus)")
-    sc.add_argument("--tasks", required=True, help="comma-separated task or group names")
+    sc.add_argument("--tasks", required=True, type=name_list, help="comma-separated task or group names")
     sc.add_argument("--out", type=Path, required=True, help="folder for the report files")
     sc.add_argument("--corpus", nargs="+", default=[], help="corpus shards: training ids of matches, near-duplicates")
     sc.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
-    sc.add_argument("--limit", type=int, default=None, help="only the first N docs of each task")
-    sc.add_argument("--max_ids", type=int, default=3, help="training ids kept per match")
-    sc.add_argument("--near_dup_threshold", type=float, default=0.6, help="MinHash Jaccard of token bigrams")
+    sc.add_argument("--limit", type=positive_int, default=None, help="only the first N docs of each task")
+    sc.add_argument("--max_ids", type=non_negative_int, default=3, help="training ids kept per match")
+    sc.add_argument("--near_dup_threshold", type=unit_float, default=0.6, help="MinHash Jaccard of token bigrams")
     sc.add_argument("--no_near_dup", action="store_true", help="skip the near-duplicate question search")
     _add_corpus_flags(sc)
     _add_tokenizer_flags(sc, defaults=False)

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fastmmeval.argtypes import float_range, name_list, positive_int, seed_int, unit_float
 from fastmmeval.lite.embed import IMAGE_ENCODERS, TEXT_ENCODERS
 
 
@@ -17,19 +18,19 @@ def add_parser(sub: Any) -> None:
     lite = sub.add_parser("lite", help="lite task sets: k-center doc selection and rank-correlation validation")
     cmds = lite.add_subparsers(dest="lite_command", required=True)
     s = cmds.add_parser("select", help="choose a subset of each task; write doc ids and <task>_lite task files")
-    s.add_argument("--tasks", required=True, help="comma-separated task or group names")
-    s.add_argument("--size", type=int, required=True, help="docs per task (a task with fewer is kept whole)")
+    s.add_argument("--tasks", required=True, type=name_list, help="comma-separated task or group names")
+    s.add_argument("--size", type=positive_int, required=True, help="docs per task (a task with fewer is kept whole)")
     s.add_argument("--out", type=Path, required=True, help="folder for <task>.json/.txt and <task>_lite.yaml")
     s.add_argument("--method", default="kcenter", choices=["kcenter", "random", "kmeans", "stratified"])
-    s.add_argument("--seed", type=int, default=0, help="first k-center, random draws, k-means init")
-    s.add_argument("--limit", type=int, default=None, help="choose among the first N docs of each task only")
+    s.add_argument("--seed", type=seed_int, default=0, help="first k-center, random draws, k-means init")
+    s.add_argument("--limit", type=positive_int, default=None, help="choose among the first N docs of each task only")
     s.add_argument("--category_field", default=None, help="doc field whose values stratify (--method stratified)")
     s.add_argument("--image_encoder", default="auto",
                    help=f"{', '.join(IMAGE_ENCODERS)}, or a local CLIP folder (auto: clip when its weights are cached)")
     s.add_argument("--text_encoder", default="auto",
                    help=f"{', '.join(TEXT_ENCODERS)}, or a local sentence-transformers folder "
                         "(auto: bge-m3 when its weights are cached)")
-    s.add_argument("--image_weight", type=float, default=0.5,
+    s.add_argument("--image_weight", type=unit_float, default=0.5,
                    help="share of the squared distance given to the image part, in [0, 1] (0.5: equal)")
     s.add_argument("--device", default="cpu", help="k-center device: cpu or cuda (Triton kernel)")
     s.add_argument("--cache_dir", type=Path, default=None, help="embedding cache (default: $FASTMMEVAL_CACHE/lite)")
@@ -39,9 +40,10 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--full", type=Path, nargs="+", required=True, help="run folders (or folders of them), full tasks")
     v.add_argument("--lite", type=Path, nargs="+", required=True,
                    help="run folders of <task>_lite tasks, or a `lite select` folder (scores from the full samples)")
-    v.add_argument("--min_corr", type=float, default=0.87, help="Pearson below this flags a task 'keep full'")
-    v.add_argument("--bootstrap_iters", type=int, default=1000, help="resamples for the pairwise ordering CIs")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--min_corr", type=float_range(-1.0, 1.0), default=0.87,
+                   help="Pearson below this flags a task 'keep full'")
+    v.add_argument("--bootstrap_iters", type=positive_int, default=1000, help="resamples for the pairwise ordering CIs")
+    v.add_argument("--seed", type=seed_int, default=0)
     v.add_argument("--out", type=Path, default=Path("lite_validation.json"), help="JSON report (written atomically)")
     v.add_argument("--no_progress", action="store_true", help="hide progress bars")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from fastmmeval.argtypes import non_negative_float, port_int, positive_int
 from fastmmeval.errors import ConfigError
 
 
@@ -18,12 +19,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", required=True, help="backend name (see `fastmmeval models`)")
     p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
+    p.add_argument("--port", type=port_int, default=8000, help="port to listen on (0: any free port)")
     p.add_argument("--served_model_name", default=None, help="model id clients send (default: the backend name)")
-    p.add_argument("--max_batch", type=int, default=32, help="most requests handed to the model at once")
-    p.add_argument("--batch_window_ms", type=float, default=5.0,
+    p.add_argument("--max_batch", type=positive_int, default=32, help="most requests handed to the model at once")
+    p.add_argument("--batch_window_ms", type=non_negative_float, default=5.0,
                    help="backends without an engine: how long to collect requests into one batch")
-    p.add_argument("--max_tokens", type=int, default=256, help="reply length when a request sets no max_tokens")
+    p.add_argument("--max_tokens", type=positive_int, default=256,
+                   help="reply length when a request sets no max_tokens")
     p.add_argument("--api_key_env", default=None,
                    help="NAME of an environment variable holding a key that clients must send (default: no key)")
 
