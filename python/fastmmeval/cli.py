@@ -16,10 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from fastmmeval.argtypes import name_list, non_negative_int, positive_float, positive_int, seed_int
+from fastmmeval.console import print_table
 from fastmmeval.errors import ConfigError, FastmmevalError
+from fastmmeval.hub import hub_offline, hub_reachable
 
 if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
+    from fastmmeval.results import RunDir
 
 # Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
 FLOWS: dict[str, str] = {
@@ -29,6 +32,7 @@ FLOWS: dict[str, str] = {
     "judge": "fastmmeval.judge.cli",
 }
 SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
+FAILURE_REASONS_SHOWN = 3  # per task
 
 
 def _data_dir_flag(p: argparse.ArgumentParser) -> None:
@@ -166,19 +170,18 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         if args.num_processes not in (1, world):
             raise ConfigError(f"--num_processes {args.num_processes} but WORLD_SIZE={world} (torchrun?)")
         with joined(args.dist_timeout) as ranks:
-            _evaluate(args, argv, ranks)
-        return 0
+            return _evaluate(args, argv, ranks)
     if args.num_processes > 1:
         from fastmmeval.distributed import launch
 
         return launch(argv, args.num_processes, args.dist_timeout)
     from fastmmeval.distributed import ONE_PROCESS
 
-    _evaluate(args, argv, ONE_PROCESS)
-    return 0
+    return _evaluate(args, argv, ONE_PROCESS)
 
 
-def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
+def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
+    """Run, print the results and the failures; 1 when every doc of some task failed."""
     from fastmmeval.evaluate import RunConfig, evaluate
     from fastmmeval.judge.judge import judge_specs
 
@@ -204,9 +207,9 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
         retry_failed=args.retry_failed,
     )
     if not ranks.is_main:
-        return
+        return 0
     console = Console()
-    console.print(results_table(results))
+    print_table(results_table(results), console)
     overall = (run.read_json("results.json") or {}).get("overall")
     if overall and overall.get("overall") is not None:
         left_out = ", ".join(e["task"] for e in overall.get("excluded", []))
@@ -214,7 +217,26 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> None:
             f"overall (equal-weight mean of headline metrics on 0-100, {overall['n_tasks']} tasks): "
             f"{overall['overall']:.2f}" + (f"; left out: {left_out}" if left_out else "")
         )
-    console.print(f"run folder: {run.root}")
+    console.print(f"run folder: {run.root}", soft_wrap=True)
+    return _report_failures(run, results)
+
+
+def _report_failures(run: RunDir, results: dict[str, Any]) -> int:
+    """Print, per task with failed docs, its most frequent reasons (on stderr); 1 when every doc of a task failed."""
+    all_failed = []
+    for name, r in results.items():
+        if not r["n_failed"]:
+            continue
+        print(f"{name}: {r['n_failed']} of {r['n']} docs failed; most frequent reasons:", file=sys.stderr)
+        for count, kind, reason in run.failure_reasons(name)[:FAILURE_REASONS_SHOWN]:
+            print(f"  {count} x {kind}: {reason}", file=sys.stderr)
+        if r["n_failed"] == r["n"]:
+            all_failed.append(name)
+    if all_failed:
+        print(f"fastmmeval: error: every doc of {', '.join(all_failed)} failed (reasons above; results written to "
+              f"{run.root})", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_tasks(args: argparse.Namespace) -> None:
@@ -232,7 +254,13 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
         return
     catalog = Catalog(Path(p) for p in args.include_path)
     if args.info:
-        _print_card(catalog.tasks.get(args.info), args.json)
+        config = catalog.tasks.get(args.info)
+        if config.dataset.path and not hub_offline() and not hub_reachable():
+            # Without this the hub client retries for ~25 s before the card's data part gives up.
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            print("fastmmeval: note: the Hugging Face Hub cannot be reached: the card shows what a local copy allows "
+                  "(data_error says what is missing)", file=sys.stderr)
+        _print_card(config, args.json)
         return
     table = Table(title="tasks")
     for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"):
@@ -244,9 +272,9 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
         docs = str(c.docs) if c.docs is not None else ("" if c.doc_ids is None else str(len(c.doc_ids)))
         table.add_row(name, ",".join(c.group), mode, source, c.split, docs, ",".join(c.metric_keys or c.metrics))
     console = Console()
-    console.print(table)
+    print_table(table, console)
     for group, members in sorted(catalog.groups.items()):
-        console.print(f"group {group}: {', '.join(members)}")
+        console.print(f"group {group}: {', '.join(members)}", soft_wrap=True, markup=False)
 
 
 def _print_card(config: Any, as_json: bool) -> None:
@@ -266,7 +294,7 @@ def _print_card(config: Any, as_json: bool) -> None:
         elif isinstance(value, (dict, list)):
             value = "\n".join(value) if isinstance(value, list) else json.dumps(value, ensure_ascii=False)
         table.add_row(key, "" if value is None else escape(str(value)))
-    console.print(table)
+    print_table(table, console)
 
 
 def _cmd_models() -> None:
@@ -284,27 +312,22 @@ def _cmd_models() -> None:
             for f in dataclasses.fields(cls.Args)
         )
         table.add_row(name, fields, (cls.__doc__ or "").strip().splitlines()[0])
-    Console().print(table)
+    print_table(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (1 with a one-line error on bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug is taken anywhere on the line, not only before the subcommand.
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     # `fastmmeval --model ... --tasks ...` works like lmms-eval's bare invocation.
-    debug = [a for a in argv if a == "--debug"]
-    rest = [a for a in argv if a != "--debug"]
-    if rest and rest[0] not in SUBCOMMANDS and rest[0].startswith("--model"):
-        argv = [*debug, "run", *rest]
+    if argv and argv[0] not in SUBCOMMANDS and argv[0].startswith("--model"):
+        argv = ["run", *argv]
     args = build_parser().parse_args(argv)
+    args.debug = debug
     try:
-        if args.command == "run":
-            return _cmd_run(args, argv)
-        if args.command in FLOWS:
-            return importlib.import_module(FLOWS[args.command]).main(args)
-        if args.command == "tasks":
-            _cmd_tasks(args)
-        else:
-            _cmd_models()
+        return _dispatch(args, argv)
     except FastmmevalError as e:
         if args.debug:
             traceback.print_exc()
@@ -313,7 +336,32 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fastmmeval: interrupted; finished samples are saved (continue with --resume)", file=sys.stderr)
         return 130
-    return 0
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do
+        _silence_stdout()
+        return 141
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
+    status = 0
+    if args.command == "run":
+        status = _cmd_run(args, argv)
+    elif args.command in FLOWS:
+        status = importlib.import_module(FLOWS[args.command]).main(args)
+    elif args.command == "tasks":
+        _cmd_tasks(args)
+    else:
+        _cmd_models()
+    sys.stdout.flush()  # a closed pipe shows here, inside main, not at interpreter exit
+    return status
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

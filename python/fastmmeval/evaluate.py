@@ -7,6 +7,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -17,12 +18,14 @@ from tqdm import tqdm
 from fastmmeval.answering import Answered, answered, prepared_docs
 from fastmmeval.distributed import ONE_PROCESS, Ranks
 from fastmmeval.errors import ConfigError, DocError, FailureKind
+from fastmmeval.images import DEFAULT_MAX_PIXELS
 from fastmmeval.judge.judge import Judge, JudgeSpec
 from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, needs_judge
 from fastmmeval.metrics import overall_score
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.models.base import add_usage
 from fastmmeval.results import RunDir, git_hash, versions
+from fastmmeval.runlock import run_lock
 from fastmmeval.samples import aggregate, build_sample, failure_kind
 from fastmmeval.tasks import resolve
 from fastmmeval.tasks.task import Task
@@ -122,6 +125,8 @@ class RunConfig:
     include_path: list[str] = field(default_factory=list)
     bootstrap_iters: int = 1000
     judges: list[JudgeSpec] = field(default_factory=list)
+    max_image_pixels: int | None = DEFAULT_MAX_PIXELS  # a doc with a larger image fails, unreadable
+    allow_absolute_image_paths: bool = False  # for every task, not only those whose dataset allows them
 
 
 def _seed_everything(seed: int) -> None:
@@ -155,8 +160,19 @@ def evaluate(
     are appended every `batch_size` docs answered (None: the model's own default). With several
     `ranks` (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes
     the run folder, and all return its results; a failure on any rank fails all of them."""
-    with ranks.guard():
-        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed)
+    _check(config, batch_size)
+    with ranks.guard(), ExitStack() as held:
+        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed, held)
+
+
+def _check(config: RunConfig, batch_size: int | None) -> None:
+    """Refuse settings out of range before anything loads."""
+    if not config.tasks:
+        raise ConfigError("no tasks given (--tasks: comma-separated task or group names)")
+    for name, value, low in (("limit", config.limit, 1), ("batch_size", batch_size, 1),
+                             ("bootstrap_iters", config.bootstrap_iters, 0)):
+        if value is not None and value < low:
+            raise ConfigError(f"--{name} must be at least {low}, got {value}")
 
 
 def _evaluate(
@@ -168,8 +184,9 @@ def _evaluate(
     command: list[str] | None,
     ranks: Ranks,
     retry_failed: bool,
+    held: ExitStack,
 ) -> tuple[RunDir, dict[str, Any]]:
-    tasks = resolve(config.tasks, config.include_path)
+    tasks = resolve(config.tasks, config.include_path, config.max_image_pixels, config.allow_absolute_image_paths)
     for task in tasks:
         for metric in task.metrics:
             problem = metric.unavailable() if metric.unavailable else None
@@ -179,6 +196,7 @@ def _evaluate(
     model_args = parse_model_args(config.model_args)
     if ranks.is_main:
         run = _open_run(config, output_path, resume)
+        held.enter_context(run_lock(run.root, command or []))  # before any sample is written
         fingerprints = {t.name: t.fingerprint() for t in tasks}  # loads (or builds) each task's data
         manifest = run.read_json("manifest.json")
         if manifest is not None and manifest["task_fingerprints"] != fingerprints:

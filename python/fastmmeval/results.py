@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import fastmmeval
-from fastmmeval.errors import ConfigError
+from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.util import write_json_atomic
 
 
@@ -26,6 +27,8 @@ class RunDir:
     @classmethod
     def create(cls, output_path: Path, model_name: str) -> RunDir:
         """A new, empty run folder named after the model and the time."""
+        if output_path.exists() and not output_path.is_dir():
+            raise ConfigError(f"--output_path {output_path}: not a folder")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for attempt in range(1000):
             root = output_path / (f"{model_name}_{stamp}" + (f"_{attempt}" if attempt else ""))
@@ -34,6 +37,9 @@ class RunDir:
                 return cls(root)
             except FileExistsError:
                 continue
+            except OSError as e:  # read-only, a file on the way, no space
+                problem = f"--output_path {output_path}: cannot create a run folder there ({e.strerror})"
+                raise ConfigError(problem) from None
         raise ConfigError(f"{output_path}: cannot create a new run folder")
 
     @classmethod
@@ -58,14 +64,18 @@ class RunDir:
 
     def write_json(self, name: str, data: Any) -> None:
         """Atomically (re)write a JSON file of the run."""
-        write_json_atomic(self.root / name, data)
+        try:
+            write_json_atomic(self.root / name, data)
+        except OSError as e:
+            raise self._write_failed(self.root / name, e) from None
 
     def _samples_path(self, task: str) -> Path:
         return self.samples_dir / f"{task}.jsonl"
 
-    def completed(self, task: str) -> dict[str, dict[str, Any]]:
+    def completed(self, task: str, repair: bool = True) -> dict[str, dict[str, Any]]:
         """Samples already written for `task` by doc id. A torn last line (the process was
-        killed while writing it) is cut off so appends continue on a clean line."""
+        killed while writing it) is skipped, and with `repair` (the writer, holding the run's lock)
+        cut off so appends continue on a clean line."""
         path = self._samples_path(task)
         if not path.exists():
             return {}
@@ -84,10 +94,20 @@ class RunDir:
                 raise ConfigError(f"{path}:{lineno}: corrupt sample line; fix or remove it to resume")
             done[sample["doc_id"]] = sample
             good_end += len(line)
-        if good_end != len(raw):
+        if repair and good_end != len(raw):
             with path.open("r+b") as f:
                 f.truncate(good_end)
         return done
+
+    def failure_reasons(self, task: str) -> list[tuple[int, str, str]]:
+        """(count, failure kind, message) of the failed docs of `task`, most frequent first; messages are
+        grouped with the task and doc id they start with taken off."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for doc_id, sample in self.completed(task, repair=False).items():
+            if sample.get("failed"):
+                reason = sample["failed"].removeprefix(f"task {task}, doc {doc_id}").lstrip(",: ")
+                counts[(sample.get("failure_kind") or "other", reason)] += 1
+        return sorted(((n, kind, reason) for (kind, reason), n in counts.items()), key=lambda r: (-r[0], r[1:]))
 
     def append(self, task: str, samples: list[dict[str, Any]]) -> None:
         """Append finished samples and make them durable before returning."""
@@ -95,10 +115,21 @@ class RunDir:
             return
         self.samples_dir.mkdir(parents=True, exist_ok=True)
         blob = "".join(json.dumps(s, ensure_ascii=False, default=str) + "\n" for s in samples)
-        with self._samples_path(task).open("a", encoding="utf-8") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
+        path = self._samples_path(task)
+        try:
+            with path.open("a", encoding="utf-8") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise self._write_failed(path, e) from None
+
+    def _write_failed(self, path: Path, error: OSError) -> FastmmevalError:
+        # The samples already appended stay valid: a torn last line is cut off when the run resumes.
+        return FastmmevalError(
+            f"{path}: cannot write ({error.strerror or error}); the samples written so far are intact: "
+            f"free space or fix the folder, then continue with `fastmmeval run ... --resume {self.root}`"
+        )
 
 
 def versions() -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from fastmmeval.errors import ConfigError, FastmmevalError
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file so that readers see the old file or the new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -27,6 +27,16 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    # Not tempfile.mkstemp: its files are 0600; these get 0666 less the umask, like any other file we write.
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

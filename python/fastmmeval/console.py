@@ -1,0 +1,34 @@
+"""Printing tables: boxed in a terminal, with the first (name) column never cut; plain tab-separated lines,
+never truncated, after a `# title` line, when stdout is a pipe or a file, so names such as mmbench_en and
+mmbench_cn stay apart."""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def print_table(table: Table, console: Console | None = None) -> None:
+    """Print `table` to `console` (default: stdout): a rich table in a terminal, else plain lines."""
+    console = console or Console()
+    if console.is_terminal:
+        if table.columns:
+            name = table.columns[0]
+            name.no_wrap, name.overflow = True, "fold"
+            name.min_width = max(cell_len(line) for c in [name.header, *name.cells] for line in _plain(c).split("\n"))
+        console.print(table)
+        return
+    lines = [f"# {_plain(table.title)}"] if table.title else []
+    if table.show_header:
+        lines.append("\t".join(_plain(c.header) for c in table.columns))
+    for row in zip(*(list(c.cells) for c in table.columns), strict=True):
+        lines.append("\t".join(_plain(cell).replace("\n", "\n\t") for cell in row))
+    console.file.write("".join(line + "\n" for line in lines))
+
+
+def _plain(cell: object) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
