@@ -4,11 +4,12 @@ paths kept inside their root."""
 from __future__ import annotations
 
 import io
+import struct
 import warnings
 from pathlib import Path
 from typing import IO
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 # 64 MP decodes to 192 MB of RGB: above any benchmark image we ship (documents included), far below
 # what a crafted 140 KB PNG declares. `--max_image_pixels` changes it.
@@ -35,37 +36,58 @@ def open_image(
 ) -> Image.Image:
     """The decoded image (first frame, its own mode) from bytes, a path or a binary file; an image
     whose declared size exceeds `max_pixels` is refused before any pixel is decoded."""
-    fp = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(fp)
-            width, height = image.size
-            if max_pixels is not None and width * height > max_pixels:
-                raise ImageRefused(
-                    f"{width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} "
-                    "(--max_image_pixels)"
-                )
-            image.load()
+        if isinstance(source, (str, Path)):
+            # Our own handle, closed here: PIL keeps a multi-frame file (GIF, WebP) open for seeking.
+            with open(source, "rb") as f:
+                return _decode(f, max_pixels)
+        return _decode(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, max_pixels)
     except ImageRefused:
         raise
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError) as e:
-        # PIL reports a malformed file as any of these (SyntaxError and EOFError from some decoders).
+    except (
+        OSError, ValueError, SyntaxError, EOFError, struct.error, IndexError, TypeError, KeyError,
+        Image.DecompressionBombError,
+    ) as e:  # fmt: skip
+        # PIL reports a malformed file as any of these (SyntaxError, struct.error and the lookup errors from
+        # some decoders' header parsing; UnidentifiedImageError is an OSError).
         raise ImageRefused(f"{type(e).__name__}: {e}") from None
+
+
+def _decode(fp: IO[bytes], max_pixels: int | None) -> Image.Image:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        image = within_cap(Image.open(fp), max_pixels)
+        image.load()
+    return image
+
+
+def within_cap(image: Image.Image, max_pixels: int | None) -> Image.Image:
+    """The image itself if its (declared) size is within `max_pixels`; held to the same cap, an image
+    someone else decoded (e.g. `datasets`) is refused like a file."""
+    width, height = image.size
+    if max_pixels is not None and width * height > max_pixels:
+        raise ImageRefused(
+            f"{width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} (--max_image_pixels)"
+        )
     return image
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
     """The image in RGB (itself if it already is); transparency is flattened onto black like PIL's
-    convert, without PIL's warning for palette images with transparency."""
+    convert, without PIL's warning for palette images with transparency; 16-bit grey is scaled to
+    8 bits. A mode PIL cannot convert is refused."""
     if image.mode == "RGB":
         return image
-    if image.mode == "P" and "transparency" in image.info:
-        image = image.convert("RGBA")
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        # 16/32-bit grey: scale to 8 bits instead of clipping everything above 255 to white.
-        image = image.point(lambda v: v / 256).convert("L") if image.mode != "I" else image.convert("L")
-    return image.convert("RGB")
+    try:
+        if image.mode == "P" and "transparency" in image.info:
+            image = image.convert("RGBA")
+        if image.mode.startswith("I;16"):
+            # Scaled instead of clipping everything above 255 to white; PIL's `point` takes only the
+            # native-order I;16, so the byte orders (I;16B from TIFF) go through 32-bit I first.
+            image = image.convert("I").point(lambda v: v / 256).convert("L")
+        return image.convert("RGB")
+    except ValueError as e:
+        raise ImageRefused(f"mode {image.mode} cannot be converted to RGB: {e}") from None
 
 
 def confined_path(ref: str | Path, root: Path | None, allow_absolute: bool = False) -> Path:

@@ -21,7 +21,9 @@ TASK_KEYS = {
     "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
     "process_doc", "where", "docs", "lmms_eval",
 }  # fmt: skip
-DATASET_KEYS = {"path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder"}
+DATASET_KEYS = {
+    "path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder", "allow_absolute_paths",
+}  # fmt: skip
 GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 # A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
@@ -42,7 +44,8 @@ class LmmsEvalRef:
 class DatasetSpec:
     """Where rows come from: a hub id (`path`), a `load_from_disk` folder, local jsonl/parquet
     `data_files` (plus `image_root` for relative image paths), or a registered `builder` that
-    writes such files. Relative paths are taken from `base_dir` (the task file's folder)."""
+    writes such files. Relative paths are taken from `base_dir` (the task file's folder). An image path
+    in a row stays inside `image_root`; an absolute one is opened only with `allow_absolute_paths`."""
 
     path: str | None = None
     name: str | None = None
@@ -51,11 +54,14 @@ class DatasetSpec:
     data_files: dict[str, list[str]] | None = None
     image_root: str | None = None
     builder: str | None = None
+    allow_absolute_paths: bool = False
     base_dir: str = "."
 
     def identity(self) -> dict[str, Any]:
         """The fields that name the data (not where this machine keeps it)."""
         out = {k: v for k, v in asdict(self).items() if v is not None and k != "base_dir"}
+        if not self.allow_absolute_paths:
+            out.pop("allow_absolute_paths")  # fingerprints of tasks without the key stay what they were
         return out
 
 
@@ -288,6 +294,7 @@ def _parse_dataset(r: _Reader, data: LineDict, path: Path) -> DatasetSpec:
         data_files=files,
         image_root=r.get(data, "image_root", str, None),
         builder=r.get(data, "builder", str, None),
+        allow_absolute_paths=r.get(data, "allow_absolute_paths", bool, False),
         base_dir=str((data.path_of(kinds[0]) or path).parent),  # relative paths are from the file that wrote them
     )
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import string
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from fastmmeval.errors import DocError, FailureKind
 from fastmmeval.extract.rules import LETTERS
+from fastmmeval.images import DEFAULT_MAX_PIXELS, ImageRefused, confined_path, open_image, to_rgb, within_cap
 from fastmmeval.protocol import ImagePart, Message, Part, TextPart
 from fastmmeval.tasks.config import MessageTemplate
 
@@ -32,46 +32,69 @@ def render_text(template: str, fields: dict[str, Any], where: str) -> str:
         value = fields[name]
         if conversion:
             value = repr(value) if conversion == "r" else str(value)
-        out.append(format(value, spec or ""))
+        try:
+            out.append(format(value, spec or ""))
+        except (ValueError, TypeError) as e:  # a format spec the value's type does not take, e.g. {n:d} on text
+            raise DocError(f"{where}: field {name!r} cannot be written as {{{name}:{spec}}}: {e}") from None
     return "".join(out)
 
 
-def load_image(value: Any, image_root: Path | None, where: str) -> list[ImagePart]:
-    """Decode an image field (PIL image, {'bytes','path'} dict, raw bytes, a path, or a list
-    of these) into RGB images; an unreadable one is a DocError with the reason."""
+def load_image(
+    value: Any,
+    image_root: Path | None,
+    where: str,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    allow_absolute: bool = False,
+) -> list[ImagePart]:
+    """Decode an image field (PIL image, {'bytes','path'} dict, raw bytes, a path, or a list of these)
+    into RGB images. A path is relative to `image_root` and may not leave it (an absolute one only with
+    `allow_absolute`); an image over `max_pixels`, unreadable or refused is a DocError naming it."""
     if isinstance(value, (list, tuple)):
-        return [part for v in value for part in load_image(v, image_root, where)]
+        return [part for v in value for part in load_image(v, image_root, where, max_pixels, allow_absolute)]
     ref = ""
     try:
         if isinstance(value, Image.Image):
-            image = value
+            image = within_cap(value, max_pixels)
         elif isinstance(value, dict) and value.get("bytes"):
             ref = str(value.get("path") or "<bytes>")
-            image = Image.open(io.BytesIO(value["bytes"]))
+            image = open_image(_raw_bytes(value["bytes"]), max_pixels)
         elif isinstance(value, (bytes, bytearray)):
             ref = "<bytes>"
-            image = Image.open(io.BytesIO(value))
-        elif isinstance(value, (str, dict)):
-            ref = value if isinstance(value, str) else str(value.get("path"))
-            path = Path(ref)
-            if not path.is_absolute() and image_root is not None:
-                path = image_root / path
-            ref = str(path)
-            image = Image.open(path)
+            image = open_image(value, max_pixels)
+        elif isinstance(value, str) or (isinstance(value, dict) and isinstance(value.get("path"), str)):
+            written = value if isinstance(value, str) else value["path"]
+            ref = written if Path(written).is_absolute() or image_root is None else str(image_root / written)
+            image = open_image(confined_path(written, image_root, allow_absolute), max_pixels)
+        elif isinstance(value, dict):
+            raise DocError(f"{where}: image field holds a mapping without image bytes or a path: {_short(value)}")
         else:
             raise DocError(f"{where}: image field holds {type(value).__name__}, not an image")
-        image.load()
-        return [ImagePart(image.convert("RGB"), ref)]
-    except (OSError, UnidentifiedImageError, ValueError) as e:
-        raise DocError(
-            f"{where}: unreadable image {ref or ''}: {type(e).__name__}: {e}", FailureKind.UNREADABLE_IMAGE
-        ) from None
+        return [ImagePart(to_rgb(image), ref)]
+    except (ImageRefused, OSError, ValueError) as e:  # OSError, ValueError: a path the OS refuses to resolve
+        reason = str(e) if isinstance(e, ImageRefused) else f"{type(e).__name__}: {e}"
+        raise DocError(f"{where}: unreadable image {ref}: {reason}", FailureKind.UNREADABLE_IMAGE) from None
+
+
+def _raw_bytes(value: Any) -> bytes:
+    if not isinstance(value, (bytes, bytearray)):
+        raise ImageRefused(f"its 'bytes' hold {type(value).__name__}, not bytes")
+    return bytes(value)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def render_messages(
-    templates: tuple[MessageTemplate, ...], fields: dict[str, Any], image_root: Path | None, where: str
+    templates: tuple[MessageTemplate, ...],
+    fields: dict[str, Any],
+    image_root: Path | None,
+    where: str,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    allow_absolute: bool = False,
 ) -> tuple[Message, ...]:
-    """The chat messages for one doc."""
+    """The chat messages for one doc (images decoded under `max_pixels`, paths as `load_image` allows)."""
     messages = []
     for turn in templates:
         parts: list[Part] = []
@@ -81,6 +104,8 @@ def render_messages(
             else:
                 if value not in fields or fields[value] is None:
                     raise DocError(f"{where}: missing image field {value!r}", FailureKind.MISSING_IMAGE_FIELD)
-                parts.extend(load_image(fields[value], image_root, f"{where}, field {value!r}"))
+                parts.extend(
+                    load_image(fields[value], image_root, f"{where}, field {value!r}", max_pixels, allow_absolute)
+                )
         messages.append(Message(turn.role, tuple(parts)))  # type: ignore[arg-type]
     return tuple(messages)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from fastmmeval.errors import ConfigError, DocError, FailureKind
 from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
+from fastmmeval.images import DEFAULT_MAX_PIXELS
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks import families as _families  # noqa: F401  (registers benchmark processors)
@@ -31,10 +32,19 @@ class DocRef:
 
 
 class Task:
-    """One task file bound to its data, extractor and metrics."""
+    """One task file bound to its data, extractor and metrics. `max_image_pixels` (None: no cap) and
+    `allow_absolute_image_paths` are run settings for its images, not protocol: the fingerprint leaves
+    them out."""
 
-    def __init__(self, config: TaskConfig) -> None:
+    def __init__(
+        self,
+        config: TaskConfig,
+        max_image_pixels: int | None = DEFAULT_MAX_PIXELS,
+        allow_absolute_image_paths: bool = False,
+    ) -> None:
         self.config = config
+        self.max_image_pixels = max_image_pixels
+        self.allow_absolute_image_paths = allow_absolute_image_paths or config.dataset.allow_absolute_paths
         self.name = config.task
         keys = config.metric_keys or config.metrics
         self.metrics: list[Metric] = [
@@ -155,7 +165,14 @@ class Task:
         options = self.options(doc)
         if options:  # in a multiple-choice prompt, `{options}` is always the lettered list
             fields["options"] = format_options(options)
-        messages = render_messages(self.config.doc_to_messages, fields, self.rows.image_root, where)
+        messages = render_messages(
+            self.config.doc_to_messages,
+            fields,
+            self.rows.image_root,
+            where,
+            self.max_image_pixels,
+            self.allow_absolute_image_paths,
+        )
         self.targets(doc)  # a doc without a usable target fails before it costs model time
         generation: GenerationSettings = replace(self.config.generation, seed=seed + doc.index)
         if self.config.output_type == "multiple_choice" and self.config.mc_mode == "ppl":
