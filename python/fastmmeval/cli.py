@@ -18,7 +18,8 @@ from rich.table import Table
 from fastmmeval.argtypes import name_list, non_negative_int, positive_float, positive_int, seed_int
 from fastmmeval.console import print_table
 from fastmmeval.errors import ConfigError, FastmmevalError
-from fastmmeval.hub import hub_offline, hub_reachable
+from fastmmeval.hub import go_offline, hub_offline, hub_reachable
+from fastmmeval.images import image_flags
 
 if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
@@ -79,6 +80,7 @@ def _run_parser(sub: Any) -> None:
     )
     p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
     _data_dir_flag(p)
+    image_flags(p)
     p.add_argument(
         "--resume",
         nargs="?",
@@ -193,6 +195,8 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
         seed=args.seed,
         bootstrap_iters=args.bootstrap_iters,
         include_path=[str(Path(p).resolve()) for p in args.include_path],
+        max_image_pixels=args.max_image_pixels,
+        allow_absolute_image_paths=args.allow_absolute_image_paths,
         judges=judge_specs(args.judge_model, args.judge_args, args.judge_config),
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
@@ -257,7 +261,7 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
         config = catalog.tasks.get(args.info)
         if config.dataset.path and not hub_offline() and not hub_reachable():
             # Without this the hub client retries for ~25 s before the card's data part gives up.
-            os.environ["HF_HUB_OFFLINE"] = "1"
+            go_offline()
             print("fastmmeval: note: the Hugging Face Hub cannot be reached: the card shows what a local copy allows "
                   "(data_error says what is missing)", file=sys.stderr)
         _print_card(config, args.json)

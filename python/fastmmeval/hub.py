@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from urllib.parse import urlsplit
 
 PROBE_TIMEOUT_S = 1.5
@@ -25,3 +26,13 @@ def hub_reachable(timeout_s: float = PROBE_TIMEOUT_S) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+def go_offline() -> None:
+    """Switch this process to offline mode, also in hub libraries imported before (they read the setting once)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    for module, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+                          ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
+        loaded = sys.modules.get(module)
+        for name in names if loaded is not None else ():
+            setattr(loaded, name, True)
