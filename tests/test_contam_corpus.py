@@ -209,7 +209,7 @@ def test_reader_prepares_images_on_its_threads_as_encode_would(tmp_path: Path) -
     got = np.concatenate([b.tokens for b in source.blocks() if b.seed == IMAGE_SEED]).reshape(-1, 32)
     decoded = [Image.open(tmp_path / "img" / f"{r}.png").convert("RGB") for r in range(len(made))]
     assert np.array_equal(got, tok.encode(decoded))
-    with pytest.raises(CorpusError, match=r"train\.json: image_batch must be at least 1"):
+    with pytest.raises(CorpusError, match=r"train\.json: --image_batch must be at least 1"):
         RecordSource(tmp_path / "train.json", "llava", WordTokenizer(), tok, image_batch=0)
 
 

@@ -252,8 +252,14 @@ def test_a_truncated_segment_and_a_missing_manifest_are_clear_errors(tmp_path: P
 
 def test_bad_input_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     index = NgramIndex.create(tmp_path / "ix", SMALL, {})
-    with pytest.raises(NgramIndexError, match="not an empty folder"):
-        NgramIndex.create(tmp_path / "ix", SMALL, {})
+    # An index that holds nothing yet is taken up again by a create with the same settings, not by another.
+    assert NgramIndex.create(tmp_path / "ix", SMALL, {}).stats()["generations"] == 0
+    with pytest.raises(NgramIndexError, match=r"ix: already holds an index; add shards to it with `fastmmeval contam"):
+        NgramIndex.create(tmp_path / "ix", replace(SMALL, n=SMALL.n + 1), {})
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(NgramIndexError, match="other: exists and is not an empty folder"):
+        NgramIndex.create(tmp_path / "other", SMALL, {})
     with pytest.raises(NgramIndexError, match="appears twice"):
         index.add([ArraySource("s", []), ArraySource("s", [])], progress=False)
     with pytest.raises(NgramIndexError, match="uint16 or uint32"):
@@ -267,6 +273,10 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path: Path) -> None:
         stream_counts(np.zeros(1, np.uint64), [BlockSource("s", [too_few_ids])], SMALL)
     with pytest.raises(NgramIndexError, match="threshold"):
         IndexSettings(threshold=300)
+    with pytest.raises(NgramIndexError, match=r"^--threads must be at least 1, got 0$"):  # the flag, not the field
+        IndexSettings(threads=0)
+    with pytest.raises(NgramIndexError, match=r"^--memory must be at least 1MB"):
+        IndexSettings(memory_bytes=1000)
     assert NgramIndex.open(tmp_path / "ix").stats()["tokens"] == 0  # nothing was published
 
 

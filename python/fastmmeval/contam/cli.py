@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -70,6 +71,23 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
         help="index/add: do not keep record shards' image tokens in the index (DIR/image_tokens); "
         "scan: tokenize the corpus's images again instead of reading them from there",
     )  # fmt: skip
+    p.add_argument(
+        "--max_image_pixels", type=positive_int, default=None,
+        help="a corpus image declaring more pixels is not decoded and counts as unreadable (default 64,000,000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow_absolute_image_paths", action="store_true",
+        help="read absolute image paths of record shards (refused by default, like relative paths leaving the "
+        "image root)",
+    )  # fmt: skip
+
+
+def _add_fsync_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no_fsync", action="store_true",
+        help="publish new segments without waiting for them to reach the disk (faster; a power cut may then "
+        "leave a truncated segment that the next open refuses)",
+    )  # fmt: skip
 
 
 def _add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -98,6 +116,7 @@ def add_parser(sub: Any) -> None:
     _add_tokenizer_flags(ix, defaults=True)
     _add_settings_flags(ix)
     _add_run_flags(ix)
+    _add_fsync_flag(ix)
     ix.add_argument("--engine", default="local", choices=["local", "ray"])
 
     ad = csub.add_parser("add", help="add shards to an index as a new generation of segments")
@@ -107,9 +126,11 @@ def add_parser(sub: Any) -> None:
     _add_tokenizer_flags(ad, defaults=False)
     ad.add_argument("--engine", default="local", choices=["local", "ray"])
     ad.add_argument("--no_progress", action="store_true")
+    _add_fsync_flag(ad)
 
     cp = csub.add_parser("compact", help="merge every generation of an index into one")
     cp.add_argument("--index", type=Path, required=True)
+    _add_fsync_flag(cp)
 
     st = csub.add_parser("stats", help="print an index's totals and settings as JSON")
     st.add_argument("--index", type=Path, required=True)
@@ -136,6 +157,7 @@ def _warn(message: str) -> None:
 
 def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers) -> list[Any]:
     from fastmmeval.contam import IMAGE_BATCH, open_sources
+    from fastmmeval.images import DEFAULT_MAX_PIXELS
 
     return open_sources(
         specs,
@@ -147,8 +169,10 @@ def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers)
         args.image_field or None,
         args.id_field or None,
         args.modality,
-        image_batch=args.image_batch or IMAGE_BATCH,
+        image_batch=IMAGE_BATCH if args.image_batch is None else args.image_batch,
         decode_threads=args.decode_threads,
+        max_pixels=DEFAULT_MAX_PIXELS if args.max_image_pixels is None else args.max_image_pixels,
+        allow_absolute_paths=args.allow_absolute_image_paths,
     )
 
 
@@ -167,14 +191,21 @@ def _settings(args: argparse.Namespace) -> Any:
 def _print_build(console: Console, stats: dict[str, Any], path: Path) -> None:
     console.print(
         f"indexed {stats['tokens']:,} tokens in {stats['docs']:,} documents ({stats['windows']:,} n-gram windows) "
-        f"in {stats['seconds']:.1f} s; images missing or unreadable: {stats['missing_images']}; index: {path}"
+        f"in {stats['seconds']:.1f} s; images missing or unreadable: {stats['missing_images']}; index: {path}",
+        soft_wrap=True,
     )
+    named = stats["missing_image_refs"]
+    if named:
+        print(f"first {len(named)} of the {stats['missing_images']:,} images not read (also in {path}/manifest.json):")
+        for ref in named:
+            print(f"  {ref}")
 
 
 def _add(index: Any, sources: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     return index.add(
-        sources, engine=args.engine, progress=not args.no_progress, keep_image_tokens=not args.no_image_cache
-    )
+        sources, engine=args.engine, progress=not args.no_progress, keep_image_tokens=not args.no_image_cache,
+        durable=not args.no_fsync,
+    )  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:
@@ -194,7 +225,7 @@ def main(args: argparse.Namespace) -> int:
         sources = _sources(args, args.corpus, tokenizers)
         _print_build(console, _add(index, sources, args), args.index)
     elif command == "compact":
-        NgramIndex.open(args.index).compact()
+        NgramIndex.open(args.index).compact(durable=not args.no_fsync)
         console.print(f"compacted {args.index}")
     elif command == "stats":
         print(json.dumps(NgramIndex.open(args.index).stats(), indent=2))
@@ -220,6 +251,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
 
     if args.index is None and not args.corpus:
         raise ConfigError("contam scan: give --index DIR, or --corpus SHARDS for a streaming audit")
+    _check_out_folder(args.out)
     index = NgramIndex.open(args.index) if args.index is not None else None
     if index is not None:
         tokenizers = index_tokenizers(index.meta, args.text_tokenizer, args.image_tokenizer, warn=_warn)
@@ -243,3 +275,15 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     for line in summary_lines(report):
         console.print(line)
     console.print("report: " + ", ".join(str(p) for p in paths))
+
+
+def _check_out_folder(out: Path) -> None:
+    """A ConfigError, before any work, when --out cannot be a folder to write the report in."""
+    for folder in (out, *out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                what = "is a file, not a folder" if folder == out else f"cannot be created: {folder} is a file"
+                raise ConfigError(f"--out {out}: {what}")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ConfigError(f"--out {out}: {folder} is not writable")
+            return

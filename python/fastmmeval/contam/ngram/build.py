@@ -16,7 +16,14 @@ from tqdm import tqdm
 
 from fastmmeval import _core
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
-from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource, TokenBlock, check_block
+from fastmmeval.contam.ngram.settings import (
+    NAMED_MISSING,
+    IndexSettings,
+    ShardSource,
+    TokenBlock,
+    check_block,
+    missing_image_refs,
+)
 from fastmmeval.pools import read_ahead
 
 
@@ -35,7 +42,8 @@ def safe_name(label: str, key: str | None = None) -> str:
 def map_shard(source: ShardSource, run_dir: Path, settings: IndexSettings, progress: bool = False) -> dict[str, Any]:
     """Hash, partition, sort and count the n-grams of one source into sorted runs under run_dir/<source name>/,
     spilling whenever `settings.memory_bytes` is reached; returns stats (tokens, docs, windows, missing_images,
-    runs, and dropped: windows left out as copies of n-grams whose counts saturated within a sample)."""
+    missing_image_refs: the first NAMED_MISSING of those named, runs, and dropped: windows left out as copies of
+    n-grams whose counts saturated within a sample)."""
     return map_sources([source], Path(run_dir) / safe_name(source.name), settings, progress)
 
 
@@ -56,12 +64,14 @@ def map_sources(
         settings.memory_bytes, settings.threads,
     )
     tokens = docs = missing = 0
+    named: list[str] = []
     # The next block is read on a thread while this one is mapped (GIL released): at most two blocks in memory.
     # The native calls run on this thread, where Ctrl-C stops them within a second.
     with tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar:
         for source, i, block in read_ahead(_blocks(sources)):
             if block is None:  # the source's last block is mapped
                 missing += source.missing_images()
+                named += [f"{source.name}: {ref}" for ref in missing_image_refs(source)][: NAMED_MISSING - len(named)]
                 continue
             tok, offs = check_block(block, f"{source.name} block {i}")
             mapper.add(tok, offs, int(block.seed))
@@ -75,6 +85,7 @@ def map_sources(
         "windows": mapper.windows,
         "dropped": mapper.dropped,
         "missing_images": missing,
+        "missing_image_refs": named,
         "runs": runs,
     }
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from fastmmeval.contam.ngram.build import safe_name
-from fastmmeval.contam.ngram.settings import ShardSource, TokenBlock
+from fastmmeval.contam.ngram.settings import CorpusError, ShardSource, TokenBlock
 from fastmmeval.contam.ngram.token_shards import TokenShardSource
 
 CACHE_VERSION = 1
@@ -79,6 +79,10 @@ class RefStates:
     def add(self, path: Path | None) -> None:
         """Adds the next reference: the image file's path, or None for an embedded image."""
         self._digest.update(f"{'embedded' if path is None else file_state(path)}\n".encode())
+
+    def add_refused(self) -> None:
+        """Adds the next reference: a path that is not read (outside the image root)."""
+        self._digest.update(b"refused\n")
 
     def hexdigest(self) -> str:
         """The digest of the references added so far."""
@@ -157,12 +161,21 @@ class Entry:
         return int(self.meta["missing"])
 
     def blocks(self, block_tokens: int) -> Iterator[TokenBlock]:
-        """The shard's image blocks, as tokenizing its images gives them (blocks may be cut elsewhere)."""
+        """The shard's image blocks, as tokenizing its images gives them (blocks may be cut elsewhere); a
+        damaged entry is a CorpusError naming it and `--no_image_cache`."""
         shard = TokenShardSource(self.path / "tokens.u32", "image", block_tokens)
-        with open(self.path / "ids.jsonl", encoding="utf-8") as ids:
-            for block in shard.blocks():
-                names = [json.loads(ids.readline()) for _ in range(len(block.ids))]
-                yield TokenBlock(block.tokens, block.doc_offsets, block.seed, names)
+        try:
+            with open(self.path / "ids.jsonl", encoding="utf-8") as ids:
+                for block in shard.blocks():
+                    names = [json.loads(ids.readline()) for _ in range(len(block.ids))]
+                    if not all(isinstance(name, str) for name in names):
+                        raise ValueError("ids.jsonl holds a training id that is not a string")
+                    yield TokenBlock(block.tokens, block.doc_offsets, block.seed, names)
+        except (CorpusError, OSError, ValueError) as e:
+            raise CorpusError(
+                f"image-token cache entry {self.path} is damaged ({e}); delete that folder, or scan with "
+                "--no_image_cache to tokenize the shard's images again"
+            ) from None
 
 
 def read_entry(cache: ImageTokenCache, describe: dict[str, Any]) -> Entry | None:

@@ -3,9 +3,10 @@
 Folder layout: `DIR/manifest.json` (settings, meta, the generations and their segment files, token and
 document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.ngram.segment` for the file format).
 `add` maps each source into sorted runs under `DIR/tmp/`, reduces them into one new generation of
-segments, and publishes it by atomically rewriting the manifest last; anything a killed build left is
-swept by the next `add`. `DIR/image_tokens/` keeps the image tokens of the record shards added, for scans
-that name training ids (`contam.ngram.image_cache`).
+segments, and publishes it by atomically rewriting the manifest last (with `durable`, the default, only
+once the segments and their folders are on disk: a power cut cannot leave a published, truncated segment);
+anything a killed build left is swept by the next `add`. `DIR/image_tokens/` keeps the image tokens of the
+record shards added, for scans that name training ids (`contam.ngram.image_cache`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fastmmeval import _core
 from fastmmeval.contam.ngram import image_cache, ray_engine
 from fastmmeval.contam.ngram.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
-from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource
+from fastmmeval.contam.ngram.settings import NAMED_MISSING, IndexSettings, ShardSource
 from fastmmeval.util import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
@@ -65,8 +66,19 @@ class NgramIndex:
 
     @classmethod
     def create(cls, path: Path | str, settings: IndexSettings, meta: dict[str, Any]) -> NgramIndex:
-        """A new empty index at `path` (an error if `path` exists and is not empty)."""
+        """A new empty index at `path` (an error if `path` exists and is not empty). An index there that holds
+        nothing yet, made with the same settings and meta (by a build that failed or was killed before it
+        published anything), is taken up again instead."""
         path = Path(path)
+        if (path / "manifest.json").is_file():
+            found = _load_manifest(path)
+            same = found.get("settings") == asdict(settings) and found.get("meta") == meta
+            if same and found.get("generations") == [] and found.get("format") == FORMAT:
+                return cls.open(path)
+            raise NgramIndexError(
+                f"{path}: already holds an index; add shards to it with `fastmmeval contam add --index {path}`, "
+                "or give a new folder"
+            )
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise NgramIndexError(f"{path}: exists and is not an empty folder; refusing to create an index there")
         manifest = {
@@ -116,8 +128,14 @@ class NgramIndex:
             if d.name not in live:
                 shutil.rmtree(d, ignore_errors=True)
 
-    def _publish(self, manifest: dict[str, Any]) -> None:
+    def _publish(self, manifest: dict[str, Any], seg_dir: Path, durable: bool) -> None:
+        """Make `manifest` the index's, once the segments it names in `seg_dir` are on disk (when `durable`)."""
+        if durable:
+            _sync_folder(seg_dir, self.settings.threads)
+            _sync_folder(seg_dir.parent, 0)
         write_json_atomic(self.path / "manifest.json", manifest)
+        if durable:
+            _sync_folder(self.path, 0)  # the manifest's rename
         self._manifest = manifest
         self._segments = None
 
@@ -139,10 +157,12 @@ class NgramIndex:
         engine: str = "local",
         progress: bool = True,
         keep_image_tokens: bool = True,
+        durable: bool = True,
     ) -> dict[str, Any]:
-        """Append the sources as one new generation of segments, published atomically; returns stats
-        (tokens, docs, windows, missing_images, seconds). With keep_image_tokens, record shards' image tokens
-        are kept in the image cache as they are tokenized."""
+        """Append the sources as one new generation of segments, published atomically (with `durable`, only once
+        they are on disk); returns stats (tokens, docs, windows, missing_images, missing_image_refs: the first
+        NAMED_MISSING of those named, seconds). With keep_image_tokens, record shards' image tokens are kept in
+        the image cache as they are tokenized."""
         if keep_image_tokens:
             sources = [image_cache.with_image_cache(s, self.image_cache(write=True)) for s in sources]
         names = [s.name for s in sources]
@@ -168,16 +188,18 @@ class NgramIndex:
                 if (seg_dir / segment_file(p)).exists()
             }
             counted = {k: int(stats[k]) for k in ("tokens", "docs", "windows", "missing_images")}
+            named = list(stats["missing_image_refs"])[:NAMED_MISSING]
             manifest = dict(self._manifest)
             manifest["generations"] = [
                 *self._manifest["generations"],
-                {"id": gen_id, "kind": "add", "sources": names, **counted, "segments": segs},
+                {"id": gen_id, "kind": "add", "sources": names, **counted, "missing_image_refs": named,
+                 "segments": segs},  # fmt: skip
             ]
             manifest["next_generation"] = gen_id + 1
             manifest["totals"] = {k: self._manifest["totals"][k] + v for k, v in counted.items()}
-            self._publish(manifest)
+            self._publish(manifest, seg_dir, durable)
             shutil.rmtree(self.path / "tmp", ignore_errors=True)
-        return {**counted, "seconds": time.perf_counter() - start}
+        return {**counted, "missing_image_refs": named, "seconds": time.perf_counter() - start}
 
     def _add_local(
         self, sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, progress: bool
@@ -198,8 +220,9 @@ class NgramIndex:
                         bar.update()
         return stats
 
-    def compact(self) -> None:
-        """Merge all segments of each partition into one (a new generation replacing all others)."""
+    def compact(self, durable: bool = True) -> None:
+        """Merge all segments of each partition into one (a new generation replacing all others), published
+        (with `durable`) once the merged segments are on disk."""
         with self._locked():
             self._sweep()
             gens = self._manifest["generations"]
@@ -223,11 +246,12 @@ class NgramIndex:
                     "kind": "compact",
                     "sources": [s for gen in gens for s in gen["sources"]],
                     **{k: sum(gen[k] for gen in gens) for k in ("tokens", "docs", "windows", "missing_images")},
+                    "missing_image_refs": _named_missing(gens),
                     "segments": {str(p): f"seg/{gen_name}/{segment_file(p)}" for p in sorted(by_part)},
                 }
             ]
             manifest["next_generation"] = gen_id + 1
-            self._publish(manifest)
+            self._publish(manifest, seg_dir, durable)
             for d in old_dirs:
                 shutil.rmtree(d, ignore_errors=True)
 
@@ -262,6 +286,7 @@ class NgramIndex:
         segs = [s for ss in self._mapped.values() for s in ss]
         return {
             **self._manifest["totals"],
+            "missing_image_refs": _named_missing(self._manifest["generations"]),
             "distinct_ngrams": distinct,
             "frequent_ngrams": frequent,
             "generations": len(self._manifest["generations"]),
@@ -271,6 +296,27 @@ class NgramIndex:
             "settings": asdict(self.settings),
             "meta": self.meta,
         }
+
+
+def _named_missing(generations: list[dict[str, Any]]) -> list[str]:
+    """The first NAMED_MISSING unreadable images the generations name (indexes built before they were named
+    name none)."""
+    return [ref for gen in generations for ref in gen.get("missing_image_refs", [])][:NAMED_MISSING]
+
+
+def _sync_folder(folder: Path, threads: int) -> None:
+    """fsync the files of a folder (on `threads` threads; 0: no files, the folder only), then the folder."""
+    def sync(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    if threads:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(sync, [p for p in folder.iterdir() if p.is_file()]))
+    sync(folder)
 
 
 def _open_segments(path: Path, manifest: dict[str, Any], verify: bool) -> dict[int, list[Any]]:

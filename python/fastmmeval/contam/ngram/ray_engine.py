@@ -22,7 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from fastmmeval.contam.ngram.build import map_shard, reduce_partition, runs_by_partition, segment_file
-from fastmmeval.contam.ngram.settings import IndexSettings, ShardSource
+from fastmmeval.contam.ngram.settings import NAMED_MISSING, IndexSettings, ShardSource
 from fastmmeval.errors import FastmmevalError
 
 # A crashed map task is rerun (map_shard starts by clearing its own run folder); a reduce task consumes its
@@ -101,7 +101,8 @@ def run(
     sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, settings: IndexSettings, progress: bool = True
 ) -> dict[str, int]:
     """Map every source into sorted runs under `run_dir` and reduce each partition into `seg_dir/p<partition>.seg`
-    on Ray; returns the summed map stats (tokens, docs, windows, missing_images). On failure nothing is left in
+    on Ray; returns the summed map stats (tokens, docs, windows, missing_images, and the first NAMED_MISSING
+    missing_image_refs in source order). On failure nothing is left in
     `run_dir` or `seg_dir` and the error names the failed source or partition."""
     ray = _ray()
     run_dir, seg_dir = Path(run_dir), Path(seg_dir)
@@ -113,7 +114,8 @@ def run(
         map_task = ray.remote(num_cpus=1, memory=task_settings.memory_bytes, max_retries=MAP_RETRIES)(map_shard)
         maps = {map_task.remote(_one_core(s), run_dir, task_settings): f"map of source {s.name!r}" for s in sources}
         submitted += maps
-        stats = _gather(ray, maps, "ray map", progress).values()
+        done = _gather(ray, maps, "ray map", progress)
+        stats = [done[ref] for ref in maps]  # in source order
         seg_dir.mkdir(parents=True, exist_ok=True)
         reduce_task = ray.remote(num_cpus=1, memory=task_settings.memory_bytes, max_retries=0)(reduce_partition)
         reduces = {
@@ -131,4 +133,6 @@ def run(
     finally:
         if started:
             ray.shutdown()
-    return {k: sum(int(s[k]) for s in stats) for k in ("tokens", "docs", "windows", "missing_images")}
+    named = [ref for s in stats for ref in s["missing_image_refs"]][:NAMED_MISSING]
+    return {**{k: sum(int(s[k]) for s in stats) for k in ("tokens", "docs", "windows", "missing_images")},
+            "missing_image_refs": named}  # fmt: skip

@@ -15,6 +15,8 @@ from fastmmeval.errors import FastmmevalError
 
 # Tokens a source reads per block (whole documents; a longer document is a block of its own).
 BLOCK_TOKENS = 1 << 22
+# Images a build names among those it could not read (all of them are counted).
+NAMED_MISSING = 20
 
 
 class CorpusError(FastmmevalError):
@@ -45,6 +47,13 @@ class ShardSource(Protocol):
         ...
 
 
+def missing_image_refs(source: ShardSource) -> list[str]:
+    """The unreadable images a source names (the first NAMED_MISSING, as 'record <id>: <ref> (<why>)'); none for
+    a source that names none (naming them is optional)."""
+    named = getattr(source, "missing_image_refs", None)
+    return [] if named is None else list(named())[:NAMED_MISSING]
+
+
 @dataclass(frozen=True)
 class IndexSettings:
     """How an index counts: n-gram length, the frequency threshold, partitions, memory budget, dedup, threads."""
@@ -57,16 +66,17 @@ class IndexSettings:
     threads: int = 2
 
     def __post_init__(self) -> None:
+        # Named by the flag that sets each (partition_bits has none: only a hand-edited manifest changes it).
         if not 1 <= self.n <= 64:
-            raise NgramIndexError(f"IndexSettings.n must be in 1..64, got {self.n}")
+            raise NgramIndexError(f"--n must be in 1..64, got {self.n}")
         if not 0 <= self.threshold <= 254:
-            raise NgramIndexError(f"IndexSettings.threshold must be in 0..254 (counts are uint8), got {self.threshold}")
+            raise NgramIndexError(f"--threshold must be in 0..254 (counts are uint8), got {self.threshold}")
         if not 0 <= self.partition_bits <= 16:
-            raise NgramIndexError(f"IndexSettings.partition_bits must be in 0..16, got {self.partition_bits}")
+            raise NgramIndexError(f"partition_bits of the index settings must be in 0..16, got {self.partition_bits}")
         if self.memory_bytes < 1 << 20:
-            raise NgramIndexError(f"IndexSettings.memory_bytes must be at least 1 MiB, got {self.memory_bytes}")
+            raise NgramIndexError(f"--memory must be at least 1MB, got {self.memory_bytes:,} bytes")
         if self.threads < 1:
-            raise NgramIndexError(f"IndexSettings.threads must be at least 1, got {self.threads}")
+            raise NgramIndexError(f"--threads must be at least 1, got {self.threads}")
 
     @property
     def cap(self) -> int:

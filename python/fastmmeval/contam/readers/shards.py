@@ -6,14 +6,16 @@ turn is its own text document (the `<image>` placeholder removed) and each image
 all carrying the record's id, so no n-gram window spans two turns, two images, or text and image.
 
 Sources read lazily and yield bounded blocks (about `block_tokens` tokens, or `image_batch` images), so a
-shard of any size streams through in constant memory. Images that are referenced but missing or
-unreadable are counted (`missing_images()`), never fatal.
+shard of any size streams through in constant memory. Images that are referenced but missing, unreadable,
+over the pixel cap (`max_pixels`) or outside the image root are counted (`missing_images()`) and the first
+`NAMED_MISSING` of them named (`missing_image_refs()`), never fatal. Every image is opened through
+`fastmmeval.images.open_image`, and a relative path must stay inside the image root (an absolute one is
+refused unless `allow_absolute_paths`).
 """
 
 from __future__ import annotations
 
 import glob
-import io
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED
 from fastmmeval.contam.ngram.image_cache import (
@@ -35,8 +37,9 @@ from fastmmeval.contam.ngram.image_cache import (
 )
 from fastmmeval.contam.ngram.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
 from fastmmeval.contam.ngram.token_shards import TokenShardSource
-from fastmmeval.contam.readers.image_tokens import as_rgb
-from fastmmeval.contam.readers.records import Record, iter_json_array, llava_record, strip_placeholders
+from fastmmeval.contam.readers.image_refs import ImageReading, MissingImages
+from fastmmeval.contam.readers.records import Record, iter_json_array, iter_parquet_rows, llava_record, row_record
+from fastmmeval.images import DEFAULT_MAX_PIXELS, ImageRefused
 from fastmmeval.util import available_cores, iter_jsonl
 
 FORMATS = ("llava", "jsonl", "parquet", "tokens")
@@ -65,7 +68,9 @@ class RecordSource:
     decode_threads: int = 0  # threads decoding and preparing images (0: the cores this process may use)
     name: str = ""
     image_cache: ImageTokenCache | None = None  # where the image tokens are kept or looked up (image_cache.py)
-    _missing: int = field(default=0, init=False, repr=False)
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # a larger image counts as unreadable (None: no cap)
+    allow_absolute_paths: bool = False  # absolute image paths are refused unless this is set
+    _missing: MissingImages = field(default_factory=MissingImages, init=False, repr=False)
     _cache_state: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -74,14 +79,20 @@ class RecordSource:
             raise CorpusError(f"{self.path}: unknown record format {self.format!r}")
         if self.image_batch < 1 or self.decode_threads < 0:
             raise CorpusError(
-                f"{self.path}: image_batch must be at least 1 and decode_threads at least 0 (0: every core), "
+                f"{self.path}: --image_batch must be at least 1 and --decode_threads at least 0 (0: every core), "
                 f"not {self.image_batch} and {self.decode_threads}"
             )
+        if self.max_pixels is not None and self.max_pixels < 1:
+            raise CorpusError(f"{self.path}: --max_image_pixels must be positive, not {self.max_pixels}")
         self.name = self.name or str(self.path)
 
     def missing_images(self) -> int:
-        """Images referenced but missing or unreadable, counted by the last blocks() run in this process."""
-        return self._missing
+        """Images referenced but missing, unreadable or refused, counted by the last blocks() run in this process."""
+        return self._missing.count
+
+    def missing_image_refs(self) -> list[str]:
+        """The first NAMED_MISSING of those images as 'record <id>: <reference> (<why>)', in corpus order."""
+        return list(self._missing.named)
 
     def with_image_cache(self, cache: ImageTokenCache) -> RecordSource:
         """This source keeping (or looking up) its image tokens in `cache` if it reads images; else itself."""
@@ -101,30 +112,19 @@ class RecordSource:
             for i, (lineno, row) in enumerate(iter_jsonl(self.path, CorpusError)):
                 yield self._row_record(row, f"{self.path}:{lineno}", i)
         else:
-            import pyarrow.parquet as pq
-
-            try:
-                pf = pq.ParquetFile(self.path)
-            except Exception as e:  # pyarrow raises several unrelated types for a bad file
-                raise CorpusError(f"{self.path}: not a readable parquet file ({e})") from None
             columns = [c for c in (*self.text_fields, self.image_field, self.id_field) if c]
-            missing = [c for c in columns if c not in pf.schema_arrow.names]
-            if missing:
-                raise CorpusError(f"{self.path}: no column(s) {missing} (has {pf.schema_arrow.names})")
-            i = 0
-            for batch in pf.iter_batches(batch_size=1024, columns=columns):
-                for row in batch.to_pylist():
-                    yield self._row_record(row, f"{self.path}: row {i}", i)
-                    i += 1
+            for i, row in enumerate(iter_parquet_rows(self.path, columns)):
+                yield self._row_record(row, f"{self.path}: row {i}", i)
 
     def images_of(self, ids: set[str]) -> dict[str, list[Image.Image]]:
         """The readable images of the records with these training ids (the first record of each id), found by
         reading the records again; parquet shards read their id column first and then only the row groups
         holding those ids."""
         found: dict[str, list[Image.Image]] = {}
+        reading = self._reading
         for record in self._records_with(ids):
             if record.id in ids and record.id not in found:
-                found[record.id] = [im for im in map(self._open_image, record.images) if im is not None]
+                found[record.id] = [im for im in map(reading.readable, record.images) if im is not None]
                 if len(found) == len(ids):
                     break
         return found
@@ -149,59 +149,24 @@ class RecordSource:
             start += rows
 
     def _row_record(self, row: Any, where: str, index: int) -> Record:
-        if not isinstance(row, dict):
-            raise CorpusError(f"{where}: expected an object, got {type(row).__name__}")
-        texts: list[str] = []
-        for name in self.text_fields:
-            value = row.get(name)
-            if value is None:
-                continue
-            values = value if isinstance(value, list) else [value]
-            # Conversation turns ({'from', 'value'} dicts, as in LLaVA data stored as parquet) count by value.
-            values = [v.get("value") if isinstance(v, dict) else v for v in values]
-            if not all(isinstance(v, str) for v in values):
-                raise CorpusError(f"{where}: field {name!r} must hold strings or {{'from', 'value'}} turns")
-            texts.extend(strip_placeholders(v) for v in values)
-        image = row.get(self.image_field) if self.image_field else None
-        images = [] if image is None else list(image) if isinstance(image, list) else [image]
-        rid = row.get(self.id_field) if self.id_field else None
-        return Record(str(rid) if rid is not None else f"{self.path.name}#{index}", texts, images)
+        return row_record(row, where, f"{self.path.name}#{index}", self.text_fields, self.image_field, self.id_field)
 
-    def _image_file(self, ref: Any) -> Path | None:
-        """The file an image reference names, or None when the image is embedded (bytes, PIL) or malformed."""
-        if isinstance(ref, dict):
-            ref = ref.get("bytes") or ref.get("path")
-        if not isinstance(ref, str):
-            return None
-        path = Path(ref)
-        return self.image_root / path if not path.is_absolute() and self.image_root is not None else path
+    @property
+    def _reading(self) -> ImageReading:
+        root = Path(self.image_root) if self.image_root is not None else self.path.parent
+        return ImageReading(root, self.allow_absolute_paths, self.max_pixels)
 
-    def _open_image(self, ref: Any) -> Image.Image | None:
+    def _prepare_image(self, reading: ImageReading, ref: Any) -> np.ndarray | str:
+        """The image tokenizer's input for one image reference, or why the image cannot be read."""
         try:
-            if isinstance(ref, Image.Image):
-                return ref.convert("RGB")
-            if isinstance(ref, dict):
-                ref = ref.get("bytes") or ref.get("path")
-            if isinstance(ref, (bytes, bytearray)):
-                image = Image.open(io.BytesIO(ref))
-            elif isinstance(ref, str):
-                image = Image.open(self._image_file(ref))
-            else:
-                return None
-            image.load()
-            return as_rgb(image)
-        except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
-            return None
-
-    def _prepare_image(self, ref: Any) -> np.ndarray | None:
-        """The image tokenizer's input for one image reference, or None if the image cannot be read."""
-        image = self._open_image(ref)
-        return None if image is None else self.image_tokenizer.prepare(image)
+            return self.image_tokenizer.prepare(reading.open(ref))
+        except ImageRefused as e:
+            return str(e)
 
     def _cache_describe(self) -> dict[str, Any]:
         """What an image-cache entry of this shard must match: the file, its state, the reading, the tokenizer."""
         root = None if self.image_root is None else str(Path(self.image_root).resolve())
-        return {
+        describe = {
             "shard": str(self.path.resolve()),
             "shard_state": file_state(self.path),
             "format": self.format,
@@ -210,12 +175,19 @@ class RecordSource:
             "id_field": self.id_field,
             "tokenizer": self.image_tokenizer.fingerprint,
         }
+        # Which images are read at all; named only when not the default, so the entries of a default reading
+        # keep the names and contents they had before these settings existed.
+        if self.max_pixels != DEFAULT_MAX_PIXELS:
+            describe["max_pixels"] = self.max_pixels
+        if self.allow_absolute_paths:
+            describe["allow_absolute_paths"] = True
+        return describe
 
     def blocks(self) -> Iterator[TokenBlock]:
         """Text blocks (TEXT_SEED) and image blocks (IMAGE_SEED), each holding whole documents. With an image
         cache to read, a shard whose entry still describes it yields its text blocks, then its image
         blocks from the entry; with one to write, the entry is written as the images are tokenized."""
-        self._missing = 0
+        self._missing = MissingImages()
         self._cache_state = None
         cache = self.image_cache if self.image_tokenizer is not None else None
         if cache is None:
@@ -226,7 +198,7 @@ class RecordSource:
         if cache.write:
             with EntryWriter(entry_path(cache, describe), describe) as writer:
                 yield from self._blocks(with_text=True, with_images=True, states=refs, on_tokens=writer.add)
-                writer.commit(refs.hexdigest(), self._missing)
+                writer.commit(refs.hexdigest(), self._missing.count)
             self._cache_state = "written"
             return
         entry = read_entry(cache, describe)
@@ -237,7 +209,7 @@ class RecordSource:
         yield from self._blocks(with_text=True, with_images=False, states=refs)
         if refs.hexdigest() == entry.refs:
             self._cache_state = "read"
-            self._missing = entry.missing
+            self._missing = MissingImages(entry.missing)
             yield from entry.blocks(self.block_tokens)
         else:
             self._cache_state = "stale"
@@ -252,6 +224,7 @@ class RecordSource:
     ) -> Iterator[TokenBlock]:
         """blocks() without the cache: the text and/or the image blocks; the state of each image reference is
         added to `states`, and each batch of image tokens passed to `on_tokens` in corpus order, when given."""
+        reading = self._reading
         texts: list[str] = []
         text_ids: list[str] = []
         chars = 0
@@ -278,7 +251,7 @@ class RecordSource:
                         chars += len(text)
                 if states is not None:
                     for ref in record.images:
-                        states.add(self._image_file(ref))
+                        reading.add_state(states, ref)
                 if with_images:
                     refs.extend(record.images)
                     image_ids.extend([record.id] * len(record.images))
@@ -311,12 +284,17 @@ class RecordSource:
         """Starts decoding and preparing `refs` on the pool; returns what finishes them: the readable images as
         one tokenized block (None when no image is readable; their tokens and ids passed to `on_tokens` too),
         the unreadable ones counted."""
-        prepared = [pool.submit(self._prepare_image, ref) for ref in refs]
+        reading = self._reading
+        prepared = [pool.submit(self._prepare_image, reading, ref) for ref in refs]
 
         def finish() -> TokenBlock | None:
-            kept = [(f.result(), i) for f, i in zip(prepared, ids, strict=True)]
-            kept = [(image, i) for image, i in kept if image is not None]
-            self._missing += len(refs) - len(kept)
+            kept = []
+            for future, ref, i in zip(prepared, refs, ids, strict=True):
+                image = future.result()
+                if isinstance(image, str):
+                    self._missing.add(ref, i, image)
+                else:
+                    kept.append((image, i))
             if not kept:
                 return None
             tokens = np.asarray(self.image_tokenizer.encode_prepared([image for image, _ in kept]), dtype=np.uint32)
@@ -372,8 +350,11 @@ def open_sources(
     block_tokens: int = BLOCK_TOKENS,
     image_batch: int = IMAGE_BATCH,
     decode_threads: int = 0,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    allow_absolute_paths: bool = False,
 ) -> list[RecordSource | TokenShardSource]:
-    """One source per shard file matched by `specs` (paths or globs); `format` 'auto' guesses from names."""
+    """One source per shard file matched by `specs` (paths or globs); `format` 'auto' guesses from names;
+    record shards open their images with the pixel cap `max_pixels`, absolute image paths only when allowed."""
     sources: list[RecordSource | TokenShardSource] = []
     for path in expand_paths(specs):
         fmt = guess_format(path) if format == "auto" else format
@@ -386,7 +367,8 @@ def open_sources(
             sources.append(
                 RecordSource(
                     path, fmt, text_tokenizer, image_tokenizer, root, tuple(text_fields), image_field, id_field,
-                    block_tokens, image_batch, decode_threads,
+                    block_tokens, image_batch, decode_threads, max_pixels=max_pixels,
+                    allow_absolute_paths=allow_absolute_paths,
                 )
             )
         else:
