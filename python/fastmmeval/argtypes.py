@@ -23,6 +23,7 @@ def int_range(low: int | None = None, high: int | None = None) -> Callable[[str]
         return value
 
     check.__name__ = "integer"  # argparse names the type in its message for a ValueError
+    check.bounds = (low, high, False)  # type: ignore[attr-defined]  (read by the tests of every flag)
     return check
 
 
@@ -42,6 +43,7 @@ def float_range(
         return value
 
     check.__name__ = "number"
+    check.bounds = (low, high, low_open)  # type: ignore[attr-defined]
     return check
 
 
