@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from fastmmeval.argtypes import int_range, name_list, non_negative_int, positive_int, unit_float
+from fastmmeval.console import print_table
 from fastmmeval.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -271,7 +272,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     )
     report = audit_tasks(tasks, tokenizers, options, index=index, corpus=corpus, corpus_specs=args.corpus)
     paths = write_audit(args.out, report, tasks, corpus)
-    console.print(summary_table(report))
+    print_table(summary_table(report), console)
     for line in summary_lines(report):
         console.print(line)
     console.print("report: " + ", ".join(str(p) for p in paths))
