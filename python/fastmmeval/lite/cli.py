@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fastmmeval.argtypes import float_range, name_list, positive_int, seed_int, unit_float
+from fastmmeval.console import print_table
 from fastmmeval.lite.embed import IMAGE_ENCODERS, TEXT_ENCODERS
 
 
@@ -69,7 +70,7 @@ def _cmd_select(args: argparse.Namespace) -> int:
     for s in selections:
         table.add_row(s.task, str(s.n_docs), str(len(s.doc_ids)), _fmt(s.covering_radius, ".4f"), s.note)
     console = Console()
-    console.print(table)
+    print_table(table, console)
     names = ",".join(f"{s.task}_lite" for s in selections)
     console.print(f"written to {args.out}; run with: fastmmeval run --include_path {args.out} --tasks {names} ...",
                   soft_wrap=True)
@@ -94,7 +95,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                       _fmt(c["pearson"]), _fmt(c["spearman"]), _fmt(c["kendall"]), _fmt(r["mean_abs_gap"], ".2f"),
                       f"{o['preserved']}/{o['significant']}", verdict)
     console = Console()
-    console.print(table)
+    print_table(table, console)
     for r in report["tasks"]:
         for line in r["reasons"]:
             console.print(f"  {r['task']}: {line}")
@@ -105,7 +106,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             t.add_column(col, justify="left" if col == "Model" else "right")
         for model, v in agg["models"].items():
             t.add_row(model, f"{v['full']:.2f}", f"{v['lite']:.2f}", f"{v['lite_all_subsets']:.2f}")
-        console.print(t)
+        print_table(t, console)
         for column, c in agg["correlations"].items():
             console.print(f"aggregate, full vs {column}: Pearson {_fmt(c['pearson'])}, Spearman "
                           f"{_fmt(c['spearman'])}, Kendall {_fmt(c['kendall'])}")
