@@ -82,3 +82,16 @@ def test_a_group_naming_an_unknown_task_is_refused(tmp_path: Path) -> None:
     write(tmp_path, "g.yaml", "group: broken\ntasks: [no_such_task]\n")
     with pytest.raises(ConfigError, match="group 'broken' names unknown task 'no_such_task'"):
         Catalog([tmp_path])
+
+
+def test_lite_tasks_belong_to_lmms_eval_lite_only_so_a_full_group_counts_each_benchmark_once() -> None:
+    catalog = Catalog()
+    lite = set(catalog.groups["lmms_eval_lite"])
+    assert lite and all(name.endswith("_lite") for name in lite)
+    for group, members in catalog.groups.items():
+        if group != "lmms_eval_lite":
+            assert not lite & set(members), f"group {group} also holds lite tasks {sorted(lite & set(members))}"
+    for group in ("mcq", "doc", "vqa", "caption"):
+        configs = catalog.resolve([group])
+        data = [(c.dataset.path, c.dataset.name, c.split, str(dict(c.where))) for c in configs]
+        assert len(set(data)) == len(data), f"--tasks {group} scores a benchmark twice in overall"
