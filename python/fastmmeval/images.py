@@ -3,6 +3,7 @@ paths kept inside their root."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import struct
 import warnings
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import IO
 
 from PIL import Image
+
+from fastmmeval.argtypes import positive_int
 
 # 64 MP decodes to 192 MB of RGB: above any benchmark image we ship (documents included), far below
 # what a crafted 140 KB PNG declares. `--max_image_pixels` changes it.
@@ -55,7 +58,9 @@ def open_image(
 
 def _decode(fp: IO[bytes], max_pixels: int | None) -> Image.Image:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        # PIL warns of damage it reads past (corrupt EXIF, odd chunks): the image decodes or is refused,
+        # and a warning per doc on stderr would only bury that.
+        warnings.simplefilter("ignore")
         image = within_cap(Image.open(fp), max_pixels)
         image.load()
     return image
@@ -107,3 +112,20 @@ def confined_path(ref: str | Path, root: Path | None, allow_absolute: bool = Fal
     if not resolved.is_relative_to(root.resolve()):
         raise ImageRefused(f"image path {str(ref)!r} leaves its root {str(root)!r}")
     return resolved
+
+
+def image_flags(parser: argparse.ArgumentParser) -> None:
+    """Add `--max_image_pixels` and `--allow_absolute_image_paths` to a subcommand that reads task images."""
+    parser.add_argument(
+        "--max_image_pixels",
+        type=positive_int,
+        default=DEFAULT_MAX_PIXELS,
+        help="a doc whose image declares more pixels fails as unreadable, refused before decoding "
+        f"(default {DEFAULT_MAX_PIXELS:,})",
+    )
+    parser.add_argument(
+        "--allow_absolute_image_paths",
+        action="store_true",
+        help="open absolute image paths in dataset rows (by default only paths inside the dataset's image_root, "
+        "and absolute ones where the task file's dataset says allow_absolute_paths: true)",
+    )

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fastmmeval.argtypes import float_range, name_list, positive_int, seed_int, unit_float
 from fastmmeval.console import print_table
+from fastmmeval.images import image_flags
 from fastmmeval.lite.embed import IMAGE_ENCODERS, TEXT_ENCODERS
 
 
@@ -36,6 +37,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--device", default="cpu", help="k-center device: cpu or cuda (Triton kernel)")
     s.add_argument("--cache_dir", type=Path, default=None, help="embedding cache (default: $FASTMMEVAL_CACHE/lite)")
     s.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
+    image_flags(s)
     s.add_argument("--no_progress", action="store_true", help="hide progress bars")
     v = cmds.add_parser("validate", help="compare model scores on full and lite sets")
     v.add_argument("--full", type=Path, nargs="+", required=True, help="run folders (or folders of them), full tasks")
@@ -59,7 +61,8 @@ def _cmd_select(args: argparse.Namespace) -> int:
     opts = SelectOptions(size=args.size, method=args.method, seed=args.seed, limit=args.limit,
                          image_encoder=args.image_encoder, text_encoder=args.text_encoder,
                          image_weight=args.image_weight, category_field=args.category_field, device=args.device,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, max_image_pixels=args.max_image_pixels,
+                         allow_absolute_image_paths=args.allow_absolute_image_paths)
     if args.cache_dir is not None:
         opts.cache = args.cache_dir
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]

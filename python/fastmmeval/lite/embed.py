@@ -30,6 +30,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from fastmmeval.errors import ConfigError, DocError
+from fastmmeval.images import DEFAULT_MAX_PIXELS
 from fastmmeval.protocol import TextPart
 from fastmmeval.tasks.task import Task
 from fastmmeval.util import write_bytes_atomic, write_json_atomic
@@ -236,6 +237,17 @@ def _load_cached(stem: Path) -> tuple[np.ndarray, dict[str, Any]] | None:
     return (array, meta) if array.shape[0] == len(meta.get("doc_ids", ())) else None
 
 
+def _image_rules(task: Task) -> str:
+    """What of the run settings for images can change which docs render: '' with the defaults (so
+    entries cached before these settings existed stay valid)."""
+    rules = ""
+    if task.max_image_pixels != DEFAULT_MAX_PIXELS:
+        rules += f"-px{task.max_image_pixels}"
+    if task.allow_absolute_image_paths and not task.config.dataset.allow_absolute_paths:
+        rules += "-abs"
+    return rules
+
+
 def _doc_inputs(task: Task, batch: list[Any]) -> tuple[list[tuple[str, str, list[Image.Image]]], dict[str, str]]:
     """(doc id, prompt text, images) of each doc that renders, and the reason for each that does not."""
     ok, skipped = [], {}
@@ -281,7 +293,8 @@ def embed_task(
     task_fp = task.fingerprint()
     fps = {"image": images.fingerprint(), "text": texts.fingerprint()}
     folder = cache / task.name
-    stems = {m: folder / f"{task_fp}.{m}.{_key(fp)}" for m, fp in fps.items()}
+    rules = _image_rules(task)
+    stems = {m: folder / f"{task_fp}{rules}.{m}.{_key(fp)}" for m, fp in fps.items()}
     cached = {m: _load_cached(stem) for m, stem in stems.items()}
     if cached["image"] is not None and cached["text"] is not None:
         (image, meta), (text, text_meta) = cached["image"], cached["text"]

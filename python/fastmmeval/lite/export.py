@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from fastmmeval.errors import ConfigError
+from fastmmeval.images import DEFAULT_MAX_PIXELS
 from fastmmeval.lite.baselines import kmeans_subset, random_subset, stratified_subset
 from fastmmeval.lite.embed import Embeddings, embed_task, image_encoder, text_encoder
 from fastmmeval.tasks import resolve
@@ -34,7 +35,8 @@ LITE_GROUP = "lite"
 class SelectOptions:
     """How subsets are chosen, among the first `limit` docs of a task (all when None, as in
     `fastmmeval run --limit`). `category_field` (a doc field) is needed by `stratified`;
-    encoders, `image_weight`, `device` and `storage` matter to the embedding methods only."""
+    encoders, `image_weight`, `device` and `storage` matter to the embedding methods only, as do
+    `max_image_pixels` and `allow_absolute_image_paths` (how task images are read, as in `run`)."""
 
     size: int
     method: str = "kcenter"
@@ -48,6 +50,8 @@ class SelectOptions:
     storage: str = "float16"
     cache: Path = field(default_factory=lambda: cache_dir() / "lite")
     progress: bool = True
+    max_image_pixels: int | None = DEFAULT_MAX_PIXELS
+    allow_absolute_image_paths: bool = False
 
 
 @dataclass
@@ -178,7 +182,7 @@ def select(tasks: list[str], out: Path, opts: SelectOptions, include_path: list[
             return embed_task(task, images, texts, opts.cache, progress=opts.progress)
 
     selections = []
-    for task in resolve(tasks, include_path or ()):
+    for task in resolve(tasks, include_path or (), opts.max_image_pixels, opts.allow_absolute_image_paths):
         selection = select_task(task, opts, embed)
         write_selection(out, selection)
         selections.append(selection)
