@@ -65,7 +65,8 @@ def load_yaml(path: Path) -> LineDict:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise ConfigError(f"{where}: malformed YAML: {e.problem or e.context}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: cannot read YAML: {e}") from None
+        reason = " ".join(str(e).split())  # PyYAML's reader errors span two lines
+        raise ConfigError(f"{path}: cannot read YAML: {reason}") from None
     if not isinstance(data, LineDict):
         raise ConfigError(f"{path}:1: expected a mapping of task settings at the top level")
     _set_path(data, path)
