@@ -18,10 +18,16 @@ batched `counts` call (hashing included), infini-gram one `count` call per 8-gra
 time and peak RSS at those sizes with the given `--memory`, on prefixes of whole shards of one corpus
 generated out of core, to show linear time and flat memory.
 
+`--fsync_cost` instead measures what publishing durably costs (`contam index --fsync`: every new segment and
+its folder fsynced before the manifest): `--builds` rounds, each building with and then without, each build in
+its own process; the medians, their ratio and the time spent waiting in fsync, without infini-gram.
+
 Prints one JSON line last. Quick (100M tokens, about 40 s on an idle 2-core machine):
     .venv/bin/python bench/bench_contam.py
 Full:
     .venv/bin/python bench/bench_contam.py --tokens 100M --scaling 50M,100M,200M,400M --memory 1GB
+The cost of fsync:
+    .venv/bin/python bench/bench_contam.py --tokens 100M --builds 3 --fsync_cost
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from zipf_corpus import (  # noqa: E402
     write_infini_gram_files,
 )
 
+from fastmmeval.contam.ngram import index as index_module  # noqa: E402
 from fastmmeval.contam.ngram.hashing import TEXT_SEED, ngram_hashes  # noqa: E402
 from fastmmeval.contam.ngram.index import NgramIndex  # noqa: E402
 from fastmmeval.contam.ngram.settings import IndexSettings  # noqa: E402
@@ -70,12 +77,12 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * UNITS.get(match.group(2) or "", 1))
 
 
-def build_ours(shards: list[Path], index_dir: Path, threads: int, memory: int) -> dict:
+def build_ours(shards: list[Path], index_dir: Path, threads: int, memory: int, durable: bool = True) -> dict:
     """Build our index of the shards in a child process; its wall and CPU time, peak RSS, index size."""
     shutil.rmtree(index_dir, ignore_errors=True)
     os.sync()  # neither build pays for writing back the other's (or the corpus's) dirty pages
     cmd = [sys.executable, __file__, "--child-build", str(index_dir), *map(str, shards)]
-    cmd += ["--threads", str(threads), "--memory", str(memory)]
+    cmd += ["--threads", str(threads), "--memory", str(memory)] + (["--fsync"] if durable else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -113,13 +120,23 @@ def child_build(args: argparse.Namespace) -> None:
     index_dir, *shards = (Path(p) for p in args.child_build)
     settings = IndexSettings(n=N, threshold=args.threshold, memory_bytes=args.memory, threads=args.threads)
     sources = [TokenShardSource(p) for p in shards]
+    synced = {"s": 0.0}
+    sync_folder = index_module._sync_folder
+
+    def timed_sync(*a: object) -> None:  # the time spent waiting for fsync, apart from the build's
+        start = time.perf_counter()
+        sync_folder(*a)
+        synced["s"] += time.perf_counter() - start
+
+    index_module._sync_folder = timed_sync
     anon = AnonPeak()
     start, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_SELF)
     index = NgramIndex.create(index_dir, settings, meta={"corpus": "bench/zipf_corpus.py"})
-    added = index.add(sources, progress=False)
+    added = index.add(sources, progress=False, durable=args.fsync)
     seconds, cpu = time.perf_counter() - start, cpu_seconds(resource.RUSAGE_SELF) - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     got = {"seconds": seconds, "cpu_s": cpu, "peak_rss": peak, "peak_anon": anon.stop(), "tokens": added["tokens"]}
+    got["sync_s"] = synced["s"]
     print(json.dumps({**got, "bytes": index.stats()["bytes"]}))
 
 
@@ -213,6 +230,42 @@ def scaling_table(args: argparse.Namespace, shards: list[Path], workdir: Path) -
     return rows
 
 
+def fsync_cost(args: argparse.Namespace) -> None:
+    """Print the JSON line of `--fsync_cost`: median build seconds with and without fsync, and their ratio."""
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_contam_"))
+    try:
+        shards = write_corpus(ZipfSpec(tokens=args.tokens, seed=args.seed), workdir / "zipf")
+        runs: dict[bool, list[float]] = {True: [], False: []}
+        waits = []
+        for _ in range(args.builds):
+            for durable in (True, False):
+                got = build_ours(shards, workdir / "ours", args.threads, args.memory, durable)
+                runs[durable].append(got["seconds"])
+                waits += [got["sync_s"]] if durable else []
+        index_mib = got["bytes"] / (1 << 20)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    with_s, without_s = (sorted(runs[d])[len(runs[d]) // 2] for d in (True, False))
+    print(
+        json.dumps(
+            {
+                "bench": "contam_fsync",
+                "tokens": got["tokens"],
+                "threads": args.threads,
+                "index_mib": round(index_mib, 1),
+                "fsync_s": round(with_s, 3),
+                "no_fsync_s": round(without_s, 3),
+                "fsync_s_each": [round(s, 3) for s in runs[True]],
+                "no_fsync_s_each": [round(s, 3) for s in runs[False]],
+                "cost_pct": round(100 * (with_s / without_s - 1), 1),
+                "sync_wait_s_each": [round(s, 3) for s in waits],
+                "sync_wait_pct_of_no_fsync": round(100 * sorted(waits)[len(waits) // 2] / without_s, 1),
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=parse_size, default=parse_size("100M"), help="corpus size in tokens")
@@ -225,10 +278,15 @@ def main() -> None:
                         help="our builds (each in a fresh process and folder); the median is reported")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="corpus cache (default: a temporary folder)")
+    parser.add_argument("--fsync_cost", action="store_true", help="time our builds with and without fsync only")
+    parser.add_argument("--fsync", action="store_true", help=argparse.SUPPRESS)  # of a child build
     parser.add_argument("--child-build", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_build:
         child_build(args)
+        return
+    if args.fsync_cost:
+        fsync_cost(args)
         return
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_contam_"))

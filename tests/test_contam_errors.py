@@ -151,7 +151,7 @@ def test_segments_reach_the_disk_before_the_manifest_publishes_them(
     shard = tmp_path / "train.jsonl"
     shard.write_text("".join(json.dumps({"id": i, "text": f"document {i} " * 40}) + "\n" for i in range(50)))
     create = len(events)
-    flags = () if durable else ("--no_fsync",)
+    flags = ("--fsync",) if durable else ()
     assert _index(tmp_path, str(shard), "--image_tokenizer", "none", *flags) == 0
     ix = tmp_path / "ix"
     publish = events.index(f"publish {ix / 'manifest.json'}", create + 1)

@@ -85,9 +85,9 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_fsync_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--no_fsync", action="store_true",
-        help="publish new segments without waiting for them to reach the disk (faster; a power cut may then "
-        "leave a truncated segment that the next open refuses)",
+        "--fsync", action="store_true",
+        help="publish new segments only once they are on disk, so that a power cut cannot leave a truncated "
+        "one (without, the next open refuses such a segment by name); slower, see docs/benchmarks.md",
     )  # fmt: skip
 
 
@@ -205,7 +205,7 @@ def _print_build(console: Console, stats: dict[str, Any], path: Path) -> None:
 def _add(index: Any, sources: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     return index.add(
         sources, engine=args.engine, progress=not args.no_progress, keep_image_tokens=not args.no_image_cache,
-        durable=not args.no_fsync,
+        durable=args.fsync,
     )  # fmt: skip
 
 
@@ -226,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
         sources = _sources(args, args.corpus, tokenizers)
         _print_build(console, _add(index, sources, args), args.index)
     elif command == "compact":
-        NgramIndex.open(args.index).compact(durable=not args.no_fsync)
+        NgramIndex.open(args.index).compact(durable=args.fsync)
         console.print(f"compacted {args.index}")
     elif command == "stats":
         print(json.dumps(NgramIndex.open(args.index).stats(), indent=2))

@@ -3,8 +3,9 @@
 Folder layout: `DIR/manifest.json` (settings, meta, the generations and their segment files, token and
 document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.ngram.segment` for the file format).
 `add` maps each source into sorted runs under `DIR/tmp/`, reduces them into one new generation of
-segments, and publishes it by atomically rewriting the manifest last (with `durable`, the default, only
-once the segments and their folders are on disk: a power cut cannot leave a published, truncated segment);
+segments, and publishes it by atomically rewriting the manifest last (with `durable`, only once the
+segments and their folders are on disk, so that a power cut cannot leave a published, truncated segment;
+without, such a segment is refused by name when the index is opened);
 anything a killed build left is swept by the next `add`. `DIR/image_tokens/` keeps the image tokens of the
 record shards added, for scans that name training ids (`contam.ngram.image_cache`).
 """
@@ -35,6 +36,7 @@ from fastmmeval.util import write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
 FORMAT_VERSION = 2  # 2: bit-packed segments (segment format 2)
+SYNC_THREADS = 16  # fsync waits on the disk, not on a core: more files in flight keep its queue full
 
 
 def _partition_of(hashes: np.ndarray, settings: IndexSettings) -> np.ndarray:
@@ -131,7 +133,7 @@ class NgramIndex:
     def _publish(self, manifest: dict[str, Any], seg_dir: Path, durable: bool) -> None:
         """Make `manifest` the index's, once the segments it names in `seg_dir` are on disk (when `durable`)."""
         if durable:
-            _sync_folder(seg_dir, self.settings.threads)
+            _sync_folder(seg_dir, SYNC_THREADS)
             _sync_folder(seg_dir.parent, 0)
         write_json_atomic(self.path / "manifest.json", manifest)
         if durable:
@@ -157,7 +159,7 @@ class NgramIndex:
         engine: str = "local",
         progress: bool = True,
         keep_image_tokens: bool = True,
-        durable: bool = True,
+        durable: bool = False,
     ) -> dict[str, Any]:
         """Append the sources as one new generation of segments, published atomically (with `durable`, only once
         they are on disk); returns stats (tokens, docs, windows, missing_images, missing_image_refs: the first
@@ -220,7 +222,7 @@ class NgramIndex:
                         bar.update()
         return stats
 
-    def compact(self, durable: bool = True) -> None:
+    def compact(self, durable: bool = False) -> None:
         """Merge all segments of each partition into one (a new generation replacing all others), published
         (with `durable`) once the merged segments are on disk."""
         with self._locked():

@@ -84,4 +84,5 @@ class MissingImages:
         """Counts one more, naming it as 'record <id>: <reference> (<why>)' while fewer than NAMED_MISSING are."""
         self.count += 1
         if len(self.named) < NAMED_MISSING:
-            self.named.append(f"record {record_id[:100]}: {describe_ref(ref)} ({why[:300]})")
+            why = " ".join(why.split())[:300]
+            self.named.append(f"record {' '.join(record_id.split())[:100]}: {describe_ref(ref)} ({why})")

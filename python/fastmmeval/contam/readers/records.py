@@ -25,6 +25,11 @@ class Record:
     images: list[Any]  # paths (relative to the image root), bytes, {'bytes', 'path'} dicts or PIL images
 
 
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (pyarrow's and PIL's may span several)."""
+    return " ".join(str(error).split())
+
+
 def strip_placeholders(text: str) -> str:
     """The text with the `<image>` placeholder (where LLaVA prompts put the image) removed."""
     return text.replace("<image>", " ")
@@ -156,7 +161,7 @@ def iter_parquet_rows(path: Path, columns: list[str]) -> Iterator[dict[str, Any]
     try:
         pf = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
-        raise CorpusError(f"{path}: not a readable parquet file ({e})") from None
+        raise CorpusError(f"{path}: not a readable parquet file ({one_line(e)})") from None
     missing = [c for c in columns if c not in pf.schema_arrow.names]
     if missing:
         raise CorpusError(f"{path}: no column(s) {missing} (has {pf.schema_arrow.names})")
@@ -167,6 +172,6 @@ def iter_parquet_rows(path: Path, columns: list[str]) -> Iterator[dict[str, Any]
         except StopIteration:
             return
         except Exception as e:  # as above, for a damaged row group
-            raise CorpusError(f"{path}: row {row} on: unreadable parquet data ({e})") from None
+            raise CorpusError(f"{path}: row {row} on: unreadable parquet data ({one_line(e)})") from None
         yield from rows
         row += len(rows)
