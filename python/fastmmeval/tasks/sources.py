@@ -85,14 +85,22 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
         if f.suffix in (".jsonl", ".json"):
             rows.extend(row for _, row in iter_jsonl(f))
         elif f.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            rows.extend(pq.read_table(f).to_pylist())
+            rows.extend(_parquet_rows(f))
         else:
             raise ConfigError(f"dataset file {f}: unsupported format (use .jsonl or .parquet)")
     image_root = _resolve(base, spec.image_root) if spec.image_root else files[0].parent
     identity = {**spec.identity(), "split": split, "sha256": digest.hexdigest()[:16]}
     return Rows(rows, image_root, identity)
+
+
+def _parquet_rows(path: Path) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as e:  # not parquet, truncated, or a type Python cannot hold
+        raise ConfigError(f"dataset file {path}: not a readable parquet file ({str(e)[:200]})") from None
 
 
 def _pick_split(data: Any, split: str, where: str) -> Any:

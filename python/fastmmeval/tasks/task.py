@@ -142,9 +142,12 @@ class Task:
             where = self.where(doc)
             raise DocError(f"{where}: missing target field {self.config.target!r}", FailureKind.MISSING_TARGET)
         value = doc.fields[self.config.target]
+        values = [v for v in value if v is not None] if isinstance(value, (list, tuple)) else [value]
+        if value is None or not values:  # null would otherwise be scored as the answer "None"
+            where = self.where(doc)
+            raise DocError(f"{where}: target field {self.config.target!r} holds no answer", FailureKind.MISSING_TARGET)
         if self.config.output_type == "multiple_choice":
             return [self._target_letter(doc, value)]
-        values = value if isinstance(value, (list, tuple)) else [value]
         return [str(v) for v in values]
 
     def _target_letter(self, doc: Doc, value: Any) -> str:
