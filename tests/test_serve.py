@@ -24,8 +24,9 @@ from fastmmeval.engine import Status
 from fastmmeval.models import MODELS
 from fastmmeval.models.base import Model
 from fastmmeval.models.chat_messages import image_data_url
-from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, Response, TextPart
+from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 from fastmmeval.serve.app import start_server
+from fastmmeval.testing.echo_model import ImageEcho
 
 
 def _image(seed: int, size: tuple[int, int] = (40, 30)) -> Image.Image:
@@ -181,7 +182,8 @@ def test_stopping_answers_requests_in_flight_with_503(tiny_lm_dir: Path) -> None
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
         "url": "https://example.com/cat.png"}}]}]}, openai.BadRequestError, "only data URLs"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
-        "url": "data:image/png;base64,bm90IGFuIGltYWdl"}}]}]}, openai.BadRequestError, "not a readable image"),
+        "url": "data:image/png;base64,bm90IGFuIGltYWdl"}}]}]}, openai.BadRequestError,
+     "image refused: UnidentifiedImageError"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
         "url": image_data_url(_image(0))}}]}]}, openai.UnprocessableEntityError, "text-only model"),
 ])
@@ -222,29 +224,6 @@ def test_images_through_a_vision_language_engine(tmp_path: Path) -> None:
             texts = list(pool.map(ask, range(6)))
     expected = reference.generate([_request(f"What is in this image? {s}", 6 + s, (images[s],)) for s in range(6)])
     assert texts == [r.text for r in expected]
-
-
-class ImageEcho(Model):
-    """A scripted backend without an engine: says what images and text it was given."""
-
-    name = "image-echo"
-    Args = dict
-
-    def __init__(self, args: Any = None) -> None:
-        self.calls: list[int] = []
-
-    def generate(self, requests: list[Request]) -> list[Response]:
-        self.calls.append(len(requests))
-        return [Response(r.id, text=" ".join([f"{i.size[0]}x{i.size[1]}:{int(np.asarray(i).sum())}"
-                                              for i in r.images] + [r.messages[-1].text]),
-                         usage={"prompt_tokens": 1, "completion_tokens": 1}) for r in requests]
-
-    def loglikelihood(self, requests: list[Request]) -> list[Response]:
-        return [Response(r.id, logprobs=[-1.0] * len(r.continuations), is_greedy=[True] * len(r.continuations))
-                for r in requests]
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"model": self.name}
 
 
 def test_images_reach_a_micro_batched_backend() -> None:

@@ -3,15 +3,15 @@
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/loglikelihood` (our extension
 for multiple-choice scoring) and `GET /health`. Errors use OpenAI's error JSON: 400 for a malformed
 request, 401 for a missing or wrong key (when the server has one), 404 for an unknown model or path,
-413 for a body over 64 MiB, 422 when the model could not answer this request (the reason is in the
-message; retrying will not help), 503 while shutting down, 500 for anything else.
+408 for a body that did not arrive in time, 413 for a body over the limit (see `limits`), 422 when the
+model could not answer this request (the reason is in the message; retrying will not help), 503 while
+shutting down, 500 for anything else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import socket
 import threading
@@ -21,29 +21,31 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.base import Model
 from fastmmeval.protocol import Request, Response
 from fastmmeval.serve import openai_format as fmt
 from fastmmeval.serve.batcher import Batcher, make_batcher
+from fastmmeval.serve.limits import LINGER_S, MAX_HEADERS, Limits, check_batching, check_exposure
 
 log = logging.getLogger(__name__)
 
-# Data-URL images make large bodies; OpenAI itself accepts up to ~50 MB per request.
-MAX_BODY_BYTES = 64 * 2**20
 PREPARE_WORKERS = 2
 STOP_GRACE_S = 2.0  # how long open connections may stay after the server is told to stop
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Build = Callable[[dict[str, Any]], Request]
 
 
 class Server:
-    """The HTTP handlers over one model: parse, prepare off the event loop, submit to the batcher."""
+    """The HTTP handlers over one model: parse and prepare off the event loop, submit to the batcher."""
 
     def __init__(self, model: Model, served_name: str, batcher: Batcher, default_max_tokens: int,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, limits: Limits | None = None) -> None:
         self.model = model
         self._api_key = api_key
+        self.limits = limits or Limits()
         self.served_name = served_name
         self.batcher = batcher
         self.default_max_tokens = default_max_tokens
@@ -52,7 +54,8 @@ class Server:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors_as_json, self._check_key])
+        app = web.Application(client_max_size=self.limits.max_body_bytes,
+                              middlewares=[_errors_as_json, self._check_key])
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
@@ -63,8 +66,10 @@ class Server:
     async def _check_key(self, http: web.Request, handler: Handler) -> web.StreamResponse:
         """Refuse /v1 requests without `Authorization: Bearer <key>` when the server has a key."""
         if self._api_key is not None and http.path.startswith("/v1/"):
-            sent = http.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(sent.encode(), self._api_key.encode()):
+            scheme, _, sent = http.headers.get("Authorization", "").strip().partition(" ")
+            # surrogateescape: header bytes that are not UTF-8 are a wrong key, not an encoding error.
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    sent.strip().encode("utf-8", "surrogateescape"), self._api_key.encode()):
                 raise fmt.RequestError("missing or wrong API key (Authorization: Bearer ...)", status=401,
                                        code="invalid_api_key")
         return await handler(http)
@@ -80,31 +85,43 @@ class Server:
 
     async def chat_completions(self, http: web.Request) -> web.Response:
         """A chat completion (n=1) of the posted messages."""
-        body = await self._body(http)
-        request = fmt.chat_request(body, self.default_max_tokens)
+        request = await self._parse(http, lambda body: fmt.chat_request(
+            body, self.default_max_tokens, self.limits.max_image_pixels))
         response = await self._answer(request)
         return web.json_response(fmt.chat_completion(request, response, self.served_name))
 
     async def loglikelihood(self, http: web.Request) -> web.Response:
         """Summed log-probabilities and greediness of each posted continuation after the messages."""
-        body = await self._body(http)
-        request = fmt.loglikelihood_request(body)
+        request = await self._parse(http, lambda body: fmt.loglikelihood_request(body, self.limits.max_image_pixels))
         response = await self._answer(request)
         return web.json_response(fmt.loglikelihood_result(request, response, self.served_name))
 
-    async def _body(self, http: web.Request) -> dict[str, Any]:
-        """The JSON object posted, checked to name the served model."""
+    async def _parse(self, http: web.Request, build: Build) -> Request:
+        """The Request `build` makes of the posted JSON object (checked to name the served model);
+        JSON and images are decoded off the event loop."""
+        raw = await self._read(http)
+
+        def parse() -> Request:
+            body = fmt.parse_body(raw)
+            fmt.check_model(body, self.served_name)
+            return build(body)
+
+        return await asyncio.get_running_loop().run_in_executor(self.pool, parse)
+
+    async def _read(self, http: web.Request) -> bytes:
+        """The body: refused at once when it declares more than the limit, when it grows past it
+        (chunked), or when it does not arrive within the read timeout."""
+        limit = self.limits.max_body_bytes
+        too_large = fmt.RequestError(f"the request body is larger than {limit} bytes", status=413)
+        if http.content_length is not None and http.content_length > limit:
+            raise too_large
         try:
-            body = await http.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise fmt.RequestError(f"the request body is not valid JSON: {e}") from None
-        if not isinstance(body, dict):
-            raise fmt.RequestError("the request body must be a JSON object")
-        model = body.get("model")
-        if model != self.served_name:
-            raise fmt.RequestError(f"the model {model!r} does not exist; this server serves {self.served_name!r}",
-                                   status=404, param="model", code="model_not_found")
-        return body
+            return await asyncio.wait_for(http.read(), self.limits.read_timeout_s)
+        except web.HTTPRequestEntityTooLarge:
+            raise too_large from None
+        except TimeoutError:
+            raise fmt.RequestError(f"the request body did not arrive within {self.limits.read_timeout_s:g} s",
+                                   status=408, code="timeout") from None
 
     async def _answer(self, request: Request) -> Response:
         """The model's Response to `request`, computed together with the other requests in flight."""
@@ -119,16 +136,27 @@ class Server:
         return response
 
 
+class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's per-connection logger: malformed HTTP from a client (a header over the limits, a bad
+    request line) is the client's error, already answered with a 400: one debug line, no traceback."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self.debug(f"{msg}: %s", *args, str(exc_info).replace("\n", " "), **kwargs)
+        else:
+            super().exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
 @web.middleware
 async def _errors_as_json(http: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error in OpenAI's error JSON shape."""
     try:
         return await handler(http)
     except fmt.RequestError as e:
-        return web.json_response(e.body(), status=e.status)
-    except web.HTTPRequestEntityTooLarge:
-        error = fmt.RequestError(f"the request body is larger than {MAX_BODY_BYTES} bytes", status=413)
-        return web.json_response(error.body(), status=413)
+        response = web.json_response(e.body(), status=e.status)
+        if e.status in (408, 413):  # the rest of the body is not read: this connection serves no more requests
+            response.force_close()
+        return response
     except web.HTTPException as e:
         code = "not_found" if e.status == 404 else None
         error = fmt.RequestError(f"{http.method} {http.path}: {e.reason}", status=e.status, code=code)
@@ -151,8 +179,12 @@ class ServerHandle:
         # handler_cancellation: a client that disconnects cancels its handler, and so its request.
         # shutdown_timeout: on stop, open connections (a client's keep-alive one, say) are closed after
         # STOP_GRACE_S, not after aiohttp's default 60 s.
+        # keepalive_timeout: also runs from a connection's start while its headers are incomplete, so
+        # headers that stall are dropped after the read timeout, as are idle connections.
         self._runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True,
-                                     shutdown_timeout=STOP_GRACE_S)
+                                     shutdown_timeout=STOP_GRACE_S, keepalive_timeout=server.limits.read_timeout_s,
+                                     max_headers=MAX_HEADERS, lingering_time=LINGER_S,
+                                     logger=_ConnectionLog(log, {}))
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="fastmmeval-serve-http", daemon=True)
@@ -203,7 +235,7 @@ class ServerHandle:
 
 def start_server(model: Model, host: str = "127.0.0.1", port: int = 0, served_name: str | None = None, *,
                  max_batch: int = 32, batch_window_s: float = 0.005, default_max_tokens: int = 256,
-                 api_key: str | None = None) -> ServerHandle:
+                 api_key: str | None = None, limits: Limits | None = None) -> ServerHandle:
     """Serve `model` over OpenAI's HTTP API from background threads; port 0 picks a free port.
     Until `stop()`, the model belongs to the server: nothing else may call it.
 
@@ -211,16 +243,18 @@ def start_server(model: Model, host: str = "127.0.0.1", port: int = 0, served_na
     flight are answered together (see `fastmmeval.serve.batcher`): at most `max_batch` taken at
     once, collected for `batch_window_s` by backends without a continuous-batching engine.
     `default_max_tokens` applies when a request sets no max_tokens. With `api_key`, /v1 requests
-    must carry it as `Authorization: Bearer <key>`."""
-    if max_batch < 1 or batch_window_s < 0 or default_max_tokens < 0:
-        raise ConfigError("serve: max_batch must be >= 1, batch_window_s and default_max_tokens >= 0")
+    must carry it as `Authorization: Bearer <key>`; without one, only a loopback `host` is
+    allowed. `limits`: what one request may carry (default: `Limits()`)."""
+    check_batching(max_batch, batch_window_s, default_max_tokens)
+    check_exposure(host, api_key is not None)
     try:
         sock = socket.create_server((host, port))
     except OSError as e:
         raise ConfigError(f"serve: cannot listen on {host}:{port}: {e.strerror or e}") from None
     batcher = make_batcher(model, max_batch, batch_window_s)
     try:
-        return ServerHandle(Server(model, served_name or model.name, batcher, default_max_tokens, api_key), sock)
+        server = Server(model, served_name or model.name, batcher, default_max_tokens, api_key, limits)
+        return ServerHandle(server, sock)
     except BaseException:
         batcher.stop()
         sock.close()

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from fastmmeval.argtypes import non_negative_float, port_int, positive_int
 from fastmmeval.errors import ConfigError
+from fastmmeval.serve.limits import READ_TIMEOUT_S, SERVE_MAX_PIXELS, Limits, check_batching, check_exposure
 
 
 def add_parser(sub: Any) -> None:
@@ -27,11 +28,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max_tokens", type=positive_int, default=256,
                    help="reply length when a request sets no max_tokens")
     p.add_argument("--api_key_env", default=None,
-                   help="NAME of an environment variable holding a key that clients must send (default: no key)")
+                   help="NAME of an environment variable holding a key that clients must send (default: no key; "
+                        "then only a loopback --host is allowed)")
+    p.add_argument("--max_image_pixels", type=int, default=SERVE_MAX_PIXELS,
+                   help="an image declaring more pixels is refused (400) before it is decoded")
+    p.add_argument("--read_timeout_s", type=float, default=READ_TIMEOUT_S,
+                   help="headers, then the body, must arrive within this many seconds")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Load the model, serve it, and stop cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    """Check the flags, load the model, serve it, and stop cleanly on Ctrl-C (SIGINT) or SIGTERM."""
     from fastmmeval.models import MODELS, parse_model_args
     from fastmmeval.serve.app import start_server
 
@@ -40,10 +46,14 @@ def main(args: argparse.Namespace) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise ConfigError(f"--api_key_env: the environment variable {args.api_key_env} is not set or empty")
+    # Everything start_server would refuse is refused before the model takes its time to load.
+    check_exposure(args.host, api_key is not None)
+    check_batching(args.max_batch, args.batch_window_ms / 1000, args.max_tokens)
+    limits = Limits(max_image_pixels=args.max_image_pixels, read_timeout_s=args.read_timeout_s)
     model = MODELS.get(args.model).from_args(parse_model_args(args.model_args))
     handle = start_server(model, args.host, args.port, args.served_model_name, max_batch=args.max_batch,
                           batch_window_s=args.batch_window_ms / 1000, default_max_tokens=args.max_tokens,
-                          api_key=api_key)
+                          api_key=api_key, limits=limits)
     # A process started with SIGINT ignored (a background job, or a parent that ignores it) would
     # otherwise never see Ctrl-C; SIGTERM (`kill`) stops it the same way.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
+import json
+import math
 import time
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from fastmmeval.errors import FastmmevalError
+from fastmmeval.images import ImageRefused, open_image, to_rgb
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Part, Request, Response, TextPart
 
 # OpenAI's "developer" role is its newer name for the system turn.
@@ -38,6 +40,39 @@ class RequestError(FastmmevalError):
         return {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
 
 
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The JSON object a request body holds, strictly: no NaN or Infinity (JSON has neither), no number
+    that overflows to one, no nesting deeper than the parser's recursion limit."""
+    try:
+        body = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
+    except RecursionError:
+        raise RequestError("the request body is not valid JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, and int() refusing thousands of digits
+        raise RequestError(f"the request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    return body
+
+
+def _not_finite(literal: str) -> NoReturn:
+    raise RequestError(f"the request body is not valid JSON: {literal} is not a finite number")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isfinite(value):
+        return value
+    _not_finite(literal)
+
+
+def check_model(body: dict[str, Any], served_name: str) -> None:
+    """Refuse a body without a `model` string (400) or naming another model than `served_name` (404)."""
+    model = _need(body, "model", str, "a string")
+    if model != served_name:
+        raise RequestError(f"the model {model!r} does not exist; this server serves {served_name!r}",
+                           status=404, param="model", code="model_not_found")
+
+
 def _need(body: dict[str, Any], key: str, kind: type, what: str) -> Any:
     """`body[key]`, checked to be present and of `kind`."""
     if key not in body:
@@ -57,15 +92,17 @@ def _optional_number(body: dict[str, Any], key: str, kind: type, low: float | No
     accepted = (int,) if kind is int else (int, float)
     if isinstance(value, bool) or not isinstance(value, accepted):
         raise RequestError(f"{key!r} must be {'an integer' if kind is int else 'a number'}, got {value!r}", param=key)
+    if not math.isfinite(value):
+        raise RequestError(f"{key!r} must be a finite number, got {value!r}", param=key)
     if (low is not None and value < low) or (high is not None and value > high):
         raise RequestError(f"{key!r} must be in [{low}, {high if high is not None else 'inf'}], got {value!r}",
                            param=key)
     return kind(value)
 
 
-def decode_image_url(url: str, where: str) -> Image.Image:
-    """The RGB image inside a `data:image/...;base64,...` URL; any other URL is refused (the server
-    fetches nothing from the network)."""
+def decode_image_url(url: str, where: str, max_pixels: int | None) -> Image.Image:
+    """The RGB image inside a `data:image/...;base64,...` URL, refused before decoding when it declares
+    more than `max_pixels`; any other URL is refused (the server fetches nothing from the network)."""
     if not url.startswith("data:"):
         scheme = url.split(":", 1)[0] if ":" in url else "?"
         raise RequestError(f"{where}: only data URLs (data:image/...;base64,...) are accepted, not {scheme}: URLs; "
@@ -75,16 +112,15 @@ def decode_image_url(url: str, where: str) -> Image.Image:
         raise RequestError(f"{where}: expected a base64 data URL (data:image/...;base64,...)", param=where)
     try:
         data = base64.b64decode(payload, validate=True)
-        image = Image.open(io.BytesIO(data))
-        image.load()
     except (binascii.Error, ValueError) as e:
         raise RequestError(f"{where}: bad base64 in data URL: {e}", param=where, code="invalid_image") from None
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
-        raise RequestError(f"{where}: not a readable image: {e}", param=where, code="invalid_image") from None
-    return image.convert("RGB")
+    try:
+        return to_rgb(open_image(data, max_pixels))
+    except ImageRefused as e:
+        raise RequestError(f"{where}: image refused: {e}", param=where, code="invalid_image") from None
 
 
-def _parts(content: Any, where: str) -> tuple[Part, ...]:
+def _parts(content: Any, where: str, max_pixels: int | None) -> tuple[Part, ...]:
     """A message's content (a string or a list of text / image_url parts) as our parts."""
     if isinstance(content, str):
         return (TextPart(content),)
@@ -101,14 +137,15 @@ def _parts(content: Any, where: str) -> tuple[Part, ...]:
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
             if not isinstance(url, str):
                 raise RequestError(f"{at}: image_url part needs image_url.url", param=at)
-            parts.append(ImagePart(decode_image_url(url, at), ref=f"{at} ({len(url)} chars)"))
+            parts.append(ImagePart(decode_image_url(url, at, max_pixels), ref=f"{at} ({len(url)} chars)"))
         else:
             raise RequestError(f"{at}: unsupported content part {kind!r} (accepted: text, image_url)", param=at)
     return tuple(parts)
 
 
-def parse_messages(body: dict[str, Any]) -> tuple[Message, ...]:
-    """`body["messages"]` as our Messages (roles system/developer/user/assistant)."""
+def parse_messages(body: dict[str, Any], max_pixels: int | None) -> tuple[Message, ...]:
+    """`body["messages"]` as our Messages (roles system/developer/user/assistant); images over
+    `max_pixels` are refused."""
     raw = _need(body, "messages", list, "a list of messages")
     if not raw:
         raise RequestError("'messages' must not be empty", param="messages")
@@ -119,7 +156,8 @@ def parse_messages(body: dict[str, Any]) -> tuple[Message, ...]:
             role = m.get("role") if isinstance(m, dict) else None
             raise RequestError(f"{where}: unsupported role {role!r} (accepted: {', '.join(ROLES)})", param=where)
         content = m.get("content")
-        messages.append(Message(ROLES[m["role"]], _parts("" if content is None else content, f"{where}.content")))
+        parts = _parts("" if content is None else content, f"{where}.content", max_pixels)
+        messages.append(Message(ROLES[m["role"]], parts))
     return tuple(messages)
 
 
@@ -134,9 +172,9 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     raise RequestError("'stop' must be a string or a list of up to 4 strings", param="stop")
 
 
-def chat_request(body: dict[str, Any], default_max_tokens: int) -> Request:
+def chat_request(body: dict[str, Any], default_max_tokens: int, max_pixels: int | None) -> Request:
     """A `POST /v1/chat/completions` body as a generate Request (n=1, no streaming)."""
-    messages = parse_messages(body)
+    messages = parse_messages(body, max_pixels)
     if body.get("stream"):
         raise RequestError("streaming is not supported by this server", param="stream", code="unsupported")
     n = _optional_number(body, "n", int, 1)
@@ -163,9 +201,9 @@ def chat_request(body: dict[str, Any], default_max_tokens: int) -> Request:
     return Request(id=f"chatcmpl-{uuid.uuid4().hex}", kind="generate", messages=messages, generation=settings)
 
 
-def loglikelihood_request(body: dict[str, Any]) -> Request:
+def loglikelihood_request(body: dict[str, Any], max_pixels: int | None) -> Request:
     """A `POST /v1/loglikelihood` body (`messages` + `continuations`) as a loglikelihood Request."""
-    messages = parse_messages(body)
+    messages = parse_messages(body, max_pixels)
     continuations = _need(body, "continuations", list, "a list of strings")
     if not continuations or not all(isinstance(c, str) and c for c in continuations):
         raise RequestError("'continuations' must be a non-empty list of non-empty strings", param="continuations")
