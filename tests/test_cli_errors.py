@@ -4,6 +4,7 @@ without --debug, the reasons docs failed, and files that keep what was computed.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import stat
@@ -153,6 +154,15 @@ def test_tasks_piped_to_a_closed_reader_exits_quietly(tmp_path: Path) -> None:
     assert proc.wait() == 141 and err == b""
 
 
+def test_a_closed_pipe_while_printing_json_is_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["tasks", "--info", "demo_yesno", "--json"]) == 141
+
+
 def test_tables_off_a_terminal_are_plain_lines_that_keep_every_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -161,7 +171,14 @@ def test_tables_off_a_terminal_are_plain_lines_that_keep_every_name(capsys: pyte
     assert lines[1].split("\t") == ["Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"]
 
 
-def test_in_a_narrow_terminal_the_name_column_is_never_cut() -> None:
+def test_in_a_terminal_the_name_column_is_never_cut(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then draws boxes as in a terminal
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tasks"]) == 0
+    printed = capsys.readouterr().out
+    assert "┏━" in printed and "mmbench_en_dev_lite" in printed and "mmbench_cn_dev_lite" in printed
     table = Table(title="t")
     for column in ("Task", "Dataset", "Metrics"):
         table.add_column(column)
@@ -169,8 +186,7 @@ def test_in_a_narrow_terminal_the_name_column_is_never_cut() -> None:
         table.add_row(name, "lmms-lab/MMBench with a long description", "accuracy,circular_accuracy")
     console = Console(width=40, force_terminal=True, record=True)
     print_table(table, console)
-    text = console.export_text()
-    assert "mmbench_en_dev_lite" in text and "mmbench_cn_dev_lite" in text
+    assert "mmbench_en_dev_lite" in console.export_text()
 
 
 def test_tasks_info_without_network_prints_the_card_fast(tmp_path: Path) -> None:

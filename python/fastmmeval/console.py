@@ -1,6 +1,6 @@
-"""Printing tables: boxed in a terminal, with the first (name) column never cut; plain tab-separated lines,
-never truncated, after a `# title` line, when stdout is a pipe or a file, so names such as mmbench_en and
-mmbench_cn stay apart."""
+"""Printing tables: boxed in a terminal, cells folded rather than cut and the first (name) column whole;
+plain tab-separated lines, never truncated, after a `# title` line, when stdout is a pipe or a file, so
+names such as mmbench_en and mmbench_cn stay apart."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ def print_table(table: Table, console: Console | None = None) -> None:
     """Print `table` to `console` (default: stdout): a rich table in a terminal, else plain lines."""
     console = console or Console()
     if console.is_terminal:
+        for column in table.columns:  # a narrow terminal folds a cell onto more lines instead of cutting it
+            column.overflow = "fold"
         if table.columns:
             name = table.columns[0]
-            name.no_wrap, name.overflow = True, "fold"
+            name.no_wrap = True
             name.min_width = max(cell_len(line) for c in [name.header, *name.cells] for line in _plain(c).split("\n"))
         console.print(table)
         return
