@@ -131,6 +131,17 @@ def test_a_null_target_fails_its_doc_instead_of_being_the_answer_none(answer: An
     assert by_id["d1"]["target"] == ["ok"] and by_id["d1"]["failed"] is None
 
 
+def test_a_deeply_nested_image_field_fails_its_doc(tmp_path: Path) -> None:
+    image: Any = "0.png"
+    for _ in range(900):  # JSON reads it; recursing into it as a list of images exhausted the stack
+        image = [image]
+    tasks = write_task(tmp_path / "tasks", [{"id": "d0", "question": "q?", "answer": "ok", "image": image}])
+    assert run(tasks, tmp_path / "runs") == 1  # every doc (the one) failed
+    [folder] = (tmp_path / "runs").iterdir()
+    [sample] = map(json.loads, (folder / "samples" / "img_qa.jsonl").read_text().splitlines())
+    assert "image field holds a list of lists" in sample["failed"]
+
+
 def test_a_damaged_parquet_file_stops_the_run_in_one_line_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -50,6 +50,8 @@ def load_image(
     into RGB images. A path is relative to `image_root` and may not leave it (an absolute one only with
     `allow_absolute`); an image over `max_pixels`, unreadable or refused is a DocError naming it."""
     if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (list, tuple)) for v in value):  # one level: a deep one would exhaust the stack
+            raise DocError(f"{where}: image field holds a list of lists, not images")
         return [part for v in value for part in load_image(v, image_root, where, max_pixels, allow_absolute)]
     ref = ""
     try:
