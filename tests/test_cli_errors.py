@@ -178,7 +178,8 @@ def test_in_a_terminal_the_name_column_is_never_cut(
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["tasks"]) == 0
     printed = capsys.readouterr().out
-    assert "┏━" in printed and "mmbench_en_dev_lite" in printed and "mmbench_cn_dev_lite" in printed
+    names = {row.split("│")[1].strip() for row in printed.splitlines() if row.startswith("│")}
+    assert {"mmbench_en_dev_lite", "mmbench_cn_dev_lite", "mmbench_en_dev"} <= names
     table = Table(title="t")
     for column in ("Task", "Dataset", "Metrics"):
         table.add_column(column)
