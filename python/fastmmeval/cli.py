@@ -160,8 +160,6 @@ def results_table(results: dict[str, Any]) -> Table:
 
 
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
-    if args.num_processes < 1 or args.dist_timeout <= 0:
-        raise ConfigError("--num_processes must be at least 1 and --dist_timeout positive")
     if args.retry_failed and not args.resume:
         raise ConfigError("--retry_failed retries the failed docs of a run: use it with --resume")
     _use_data_dir(args)
