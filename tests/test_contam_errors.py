@@ -163,3 +163,25 @@ def test_segments_reach_the_disk_before_the_manifest_publishes_them(
         assert str(ix) in events[publish:]  # the manifest's rename
     else:
         assert not synced & set(segments)
+
+
+def test_a_full_disk_or_a_bad_index_folder_is_one_line_and_keeps_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shard = tmp_path / "train.jsonl"
+    shard.write_text('{"id": 1, "text": "a few words of training text here"}\n')
+    (tmp_path / "file").write_text("")
+    rc = main(["contam", "index", "--index", str(tmp_path / "file" / "ix"), "--no_progress", str(shard)])
+    assert rc == 1 and "file/ix: cannot create an index there (" in _error_line(capsys)
+    assert _index(tmp_path, str(shard), "--image_tokenizer", "none") == 0
+    before = (tmp_path / "ix" / "manifest.json").read_bytes()
+
+    def full(path: Path, data: object) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(index_module, "write_json_atomic", full)
+    capsys.readouterr()
+    assert main(["contam", "add", "--index", str(tmp_path / "ix"), "--no_progress", str(shard)]) == 1
+    line = _error_line(capsys)
+    assert "ix: add stopped ([Errno 28] No space left on device" in line and "the next add sweeps" in line
+    assert (tmp_path / "ix" / "manifest.json").read_bytes() == before

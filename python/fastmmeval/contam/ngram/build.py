@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def map_sources(
     named: list[str] = []
     # The next block is read on a thread while this one is mapped (GIL released): at most two blocks in memory.
     # The native calls run on this thread, where Ctrl-C stops them within a second.
-    with tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar:
+    with tqdm(desc="map", unit="tok", unit_scale=True, disable=not progress) as bar, _native_errors():
         for source, i, block in read_ahead(_blocks(sources)):
             if block is None:  # the source's last block is mapped
                 missing += source.missing_images()
@@ -88,6 +89,15 @@ def map_sources(
         "missing_image_refs": named,
         "runs": runs,
     }
+
+
+@contextmanager
+def _native_errors() -> Iterator[None]:
+    """The native build's failures (a run that cannot be written: the file and why) as NgramIndexError."""
+    try:
+        yield
+    except RuntimeError as e:
+        raise NgramIndexError(str(e)) from e
 
 
 def _blocks(sources: Sequence[ShardSource]) -> Iterator[tuple[ShardSource, int, TokenBlock | None]]:

@@ -92,8 +92,11 @@ class NgramIndex:
             "generations": [],
             "totals": {"tokens": 0, "docs": 0, "windows": 0, "missing_images": 0},
         }
-        (path / "seg").mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path / "manifest.json", manifest)
+        try:
+            (path / "seg").mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path / "manifest.json", manifest)
+        except OSError as e:
+            raise NgramIndexError(f"{path}: cannot create an index there ({e})") from e
         return cls(path, manifest, {})
 
     @classmethod
@@ -113,13 +116,21 @@ class NgramIndex:
         return cls(path, manifest, _open_segments(path, manifest, verify))
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with open(self.path / ".lock", "w") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as e:
-                raise NgramIndexError(f"{self.path}: another process is writing this index") from e
-            yield
+    def _locked(self, what: str) -> Iterator[None]:
+        """Holds the index's write lock while `what` runs; an OSError on the way (a full disk, a read-only
+        folder) is one error saying so."""
+        try:
+            with open(self.path / ".lock", "w") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError as e:
+                    raise NgramIndexError(f"{self.path}: another process is writing this index") from e
+                yield
+        except OSError as e:
+            raise NgramIndexError(
+                f"{self.path}: {what} stopped ({e}); the index keeps every generation published before, "
+                "and the next add sweeps what this one left"
+            ) from e
 
     def _sweep(self) -> None:
         """Delete what a killed add or compact left: runs, temp files, unpublished segment folders."""
@@ -172,7 +183,7 @@ class NgramIndex:
             dup = next(n for n in names if names.count(n) > 1)
             raise NgramIndexError(f"source name {dup!r} appears twice in one add()")
         start = time.perf_counter()
-        with self._locked():
+        with self._locked("add"):
             self._sweep()
             gen_id = self._manifest["next_generation"]
             gen_name = f"g{gen_id:06d}"
@@ -225,7 +236,7 @@ class NgramIndex:
     def compact(self, durable: bool = False) -> None:
         """Merge all segments of each partition into one (a new generation replacing all others), published
         (with `durable`) once the merged segments are on disk."""
-        with self._locked():
+        with self._locked("compact"):
             self._sweep()
             gens = self._manifest["generations"]
             if len(gens) <= 1:
