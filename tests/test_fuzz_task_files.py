@@ -156,3 +156,12 @@ def test_a_non_utf8_task_file_is_refused_naming_it(tmp_path: Path, capsys: pytes
     (tmp_path / "bad.yaml").write_bytes(b"task: caf\xe9\n")
     assert main(["tasks", "--include_path", str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith(f"fastmmeval: error: {tmp_path / 'bad.yaml'}: cannot read YAML")
+
+
+def test_a_subset_file_that_extends_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by the fuzz: the inherited keys were refused naming the parent's file, not this one.
+    (tmp_path / "sub.yaml").write_text("task: s\nsubset_of: demo_yesno\ndoc_ids: ids.txt\nextends: demo_yesno\n")
+    assert main(["tasks", "--include_path", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"fastmmeval: error: {tmp_path / 'sub.yaml'}:4: a subset task file (subset_of) cannot use extends\n"
+    )

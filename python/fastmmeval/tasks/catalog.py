@@ -9,7 +9,7 @@ from fastmmeval.errors import ConfigError
 from fastmmeval.registry import Registry
 from fastmmeval.tasks import demo_data as _demo_data  # noqa: F401  (registers the `demo` builder)
 from fastmmeval.tasks.config import TaskConfig, parse_subset, parse_task
-from fastmmeval.tasks.inherit import resolve_extends
+from fastmmeval.tasks.inherit import EXTENDS, resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -37,6 +37,8 @@ class Catalog:
         written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
         subsets: list[tuple[Path, LineDict]] = []
         for root, path, data in files:
+            if "subset_of" in data and EXTENDS in data:  # the parent's keys would be refused as if written there
+                raise ConfigError(f"{data.where(EXTENDS)}: a subset task file (subset_of) cannot use extends")
             self._add_file(path, resolve_extends(path, data, root, written.get), subsets)
         for path, data in subsets:  # after every folder, so a subset may name a task defined anywhere
             base = data["subset_of"]
