@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
+from test_contam_scan import _local_task
 
 from fastmmeval.cli import main
 from fastmmeval.contam.ngram import index as index_module
@@ -185,3 +186,18 @@ def test_a_full_disk_or_a_bad_index_folder_is_one_line_and_keeps_the_index(
     line = _error_line(capsys)
     assert "ix: add stopped ([Errno 28] No space left on device" in line and "the next add sweeps" in line
     assert (tmp_path / "ix" / "manifest.json").read_bytes() == before
+
+
+def test_scan_reads_the_benchmark_images_under_the_same_cap(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    Image.new("RGB", (40, 30), (250, 200, 0)).save(tasks / "yellow.png")
+    rows = [{"id": "q1", "image": "yellow.png", "question": "Which colour is it?", "answer": "yellow"}]
+    _local_task(tasks, "local_cap", rows)
+    corpus = tmp_path / "train.jsonl"
+    corpus.write_text(json.dumps({"id": "t1", "text": "Which colour is it? Yellow."}) + "\n")
+    args = ["contam", "scan", "--include_path", str(tasks), "--tasks", "local_cap", "--corpus", str(corpus),
+            "--image_tokenizer", "none", "--no_progress", "--max_image_pixels", "1000"]  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "out")]) == 0
+    [q1] = json.loads((tmp_path / "out" / "contam_report.json").read_text())["tasks"]["local_cap"]["instance_results"]
+    assert "1,200 pixels, over the cap of 1,000" in q1["error"]

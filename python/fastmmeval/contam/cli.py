@@ -74,12 +74,13 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--max_image_pixels", type=positive_int, default=None,
-        help="a corpus image declaring more pixels is not decoded and counts as unreadable (default 64,000,000)",
+        help="an image (of the corpus; with scan, of the benchmark too) declaring more pixels is not decoded "
+        "and counts as unreadable (default 64,000,000)",
     )  # fmt: skip
     p.add_argument(
         "--allow_absolute_image_paths", action="store_true",
-        help="read absolute image paths of record shards (refused by default, like relative paths leaving the "
-        "image root)",
+        help="read absolute image paths of record shards (with scan, of the benchmark too); refused by default, "
+        "like relative paths leaving the image root",
     )  # fmt: skip
 
 
@@ -156,9 +157,14 @@ def _warn(message: str) -> None:
     print(f"fastmmeval: warning: {message}", file=sys.stderr)
 
 
+def _max_pixels(args: argparse.Namespace) -> int:
+    from fastmmeval.images import DEFAULT_MAX_PIXELS
+
+    return DEFAULT_MAX_PIXELS if args.max_image_pixels is None else args.max_image_pixels
+
+
 def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers) -> list[Any]:
     from fastmmeval.contam import IMAGE_BATCH, open_sources
-    from fastmmeval.images import DEFAULT_MAX_PIXELS
 
     return open_sources(
         specs,
@@ -172,7 +178,7 @@ def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers)
         args.modality,
         image_batch=IMAGE_BATCH if args.image_batch is None else args.image_batch,
         decode_threads=args.decode_threads,
-        max_pixels=DEFAULT_MAX_PIXELS if args.max_image_pixels is None else args.max_image_pixels,
+        max_pixels=_max_pixels(args),
         allow_absolute_paths=args.allow_absolute_image_paths,
     )
 
@@ -260,7 +266,9 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
     else:
         tokenizers = choose_tokenizers(args.text_tokenizer or "words", args.image_tokenizer or "offline")
         settings = _settings(args)
-    tasks = resolve((t.strip() for t in args.tasks.split(",") if t.strip()), args.include_path)
+    names = (t.strip() for t in args.tasks.split(",") if t.strip())
+    # The benchmark's images are read under the same cap and path rule as the corpus's.
+    tasks = resolve(names, args.include_path, _max_pixels(args), args.allow_absolute_image_paths)
     corpus = _sources(args, args.corpus, tokenizers) if args.corpus else None
     options = ScanOptions(
         settings=settings,
