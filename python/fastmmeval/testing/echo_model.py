@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,12 +11,18 @@ from fastmmeval.models.base import Model
 from fastmmeval.protocol import Request, Response
 
 
+@dataclass
+class NoArgs:
+    """`ImageEcho` takes no `--model_args`."""
+
+
 class ImageEcho(Model):
     """No engine, no weights: a reply names each image's size and pixel sum, then the last message's
-    text; every continuation scores -1. `calls` records how many requests each generate call took."""
+    text; every continuation scores -1. `calls` records how many requests each generate call took.
+    Not registered: a bench or test adds it to MODELS to serve it from the CLI."""
 
     name = "image-echo"
-    Args = dict
+    Args = NoArgs
 
     def __init__(self, args: Any = None) -> None:
         self.calls: list[int] = []
