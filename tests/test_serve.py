@@ -299,6 +299,7 @@ def test_cli_serves_until_interrupted(tiny_lm_dir: Path, stop: signal.Signals) -
         finally:
             process.send_signal(stop)
             assert process.wait(timeout=30) == 0
+        assert "local-key" not in line + process.stderr.read()  # the key is never logged
 
 
 @pytest.mark.slow

@@ -100,6 +100,9 @@ def test_max_image_pixels_sets_the_cap() -> None:
         assert status == 200 and body["choices"][0]["message"]["content"].startswith("30x20:0")
     with pytest.raises(ConfigError, match="max_image_pixels must be positive"):
         Limits(max_image_pixels=0)
+    for seconds in (0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="read_timeout_s must be a positive number"):
+            Limits(read_timeout_s=seconds)
 
 
 def test_a_declared_body_over_the_limit_is_refused_at_once(served: ServerHandle) -> None:

@@ -5,6 +5,7 @@ Light on purpose: `serve.cli` reads the defaults for its flags from here on ever
 from __future__ import annotations
 
 import ipaddress
+import math
 import socket
 from dataclasses import dataclass
 
@@ -36,8 +37,8 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_image_pixels is not None and self.max_image_pixels <= 0:
             raise ConfigError(f"serve: --max_image_pixels must be positive, got {self.max_image_pixels}")
-        if not self.read_timeout_s > 0:
-            raise ConfigError(f"serve: --read_timeout_s must be positive, got {self.read_timeout_s}")
+        if not 0 < self.read_timeout_s < math.inf:
+            raise ConfigError(f"serve: --read_timeout_s must be a positive number, got {self.read_timeout_s}")
         if self.max_body_bytes <= 0:
             raise ConfigError(f"serve: the body limit must be positive, got {self.max_body_bytes}")
 
