@@ -17,6 +17,11 @@ from test_contam_scan import _local_task
 
 from fastmmeval.cli import main
 from fastmmeval.contam.ngram import index as index_module
+from fastmmeval.contam.ngram.image_cache import Entry, ImageTokenCache
+from fastmmeval.contam.ngram.settings import CorpusError
+from fastmmeval.contam.readers.image_tokens import OfflineImageTokenizer
+from fastmmeval.contam.readers.shards import RecordSource
+from fastmmeval.contam.readers.text_tokens import WordTokenizer
 
 TURNS = [{"from": "human", "value": "<image>\nWhat is shown?"}, {"from": "gpt", "value": "A red square."}]
 
@@ -123,8 +128,6 @@ def test_unreadable_images_are_counted_and_named(tmp_path: Path, capsys: pytest.
 
 
 def test_a_damaged_image_cache_entry_names_it_and_no_image_cache(tmp_path: Path) -> None:
-    from fastmmeval.contam.ngram.image_cache import Entry
-    from fastmmeval.contam.ngram.settings import CorpusError
 
     entry = tmp_path / "entry"
     entry.mkdir()
@@ -201,3 +204,22 @@ def test_scan_reads_the_benchmark_images_under_the_same_cap(tmp_path: Path) -> N
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     [q1] = json.loads((tmp_path / "out" / "contam_report.json").read_text())["tasks"]["local_cap"]["instance_results"]
     assert "1,200 pixels, over the cap of 1,000" in q1["error"]
+
+
+def test_paths_with_a_nul_byte_or_a_symlink_loop_count_as_unreadable(tmp_path: Path) -> None:
+
+    (tmp_path / "loop.png").symlink_to(tmp_path / "loop.png")
+    records = [{"id": "a", "image": "bad\u0000name.png", "conversations": TURNS},
+               {"id": "b", "image": "loop.png", "conversations": TURNS},
+               {"id": "c", "image": str(tmp_path / "nul\u0000.png"), "conversations": TURNS}]  # fmt: skip
+    shard = tmp_path / "train.json"
+    shard.write_text(json.dumps(records))
+    for allow in (False, True):
+        cache = ImageTokenCache(tmp_path / f"cache-{allow}", write=True)  # which states each image file
+        source = RecordSource(
+            shard, "llava", WordTokenizer(), OfflineImageTokenizer(), tmp_path, image_cache=cache,
+            allow_absolute_paths=allow,
+        )  # fmt: skip
+        list(source.blocks())
+        assert source.missing_images() == 3
+        assert [ref.split(":")[0] for ref in source.missing_image_refs()] == ["record a", "record b", "record c"]

@@ -108,7 +108,10 @@ def confined_path(ref: str | Path, root: Path | None, allow_absolute: bool = Fal
         return path
     if root is None:
         raise ImageRefused(f"relative image path {str(ref)!r} but no image root to resolve it in")
-    resolved = (root / path).resolve()
+    try:
+        resolved = (root / path).resolve()
+    except (OSError, ValueError, RuntimeError) as e:  # a NUL byte (ValueError), a symlink loop (RuntimeError)
+        raise ImageRefused(f"image path {str(ref)!r}: {e}") from None
     if not resolved.is_relative_to(root.resolve()):
         raise ImageRefused(f"image path {str(ref)!r} leaves its root {str(root)!r}")
     return resolved

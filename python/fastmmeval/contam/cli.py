@@ -16,6 +16,7 @@ from rich.console import Console
 from fastmmeval.argtypes import int_range, name_list, non_negative_int, positive_int, unit_float
 from fastmmeval.console import print_table
 from fastmmeval.errors import ConfigError
+from fastmmeval.images import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:
     from fastmmeval.contam import Tokenizers
@@ -73,9 +74,9 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
         "scan: tokenize the corpus's images again instead of reading them from there",
     )  # fmt: skip
     p.add_argument(
-        "--max_image_pixels", type=positive_int, default=None,
+        "--max_image_pixels", type=positive_int, default=DEFAULT_MAX_PIXELS,
         help="an image (of the corpus; with scan, of the benchmark too) declaring more pixels is not decoded "
-        "and counts as unreadable (default 64,000,000)",
+        f"and counts as unreadable (default {DEFAULT_MAX_PIXELS:,})",
     )  # fmt: skip
     p.add_argument(
         "--allow_absolute_image_paths", action="store_true",
@@ -157,12 +158,6 @@ def _warn(message: str) -> None:
     print(f"fastmmeval: warning: {message}", file=sys.stderr)
 
 
-def _max_pixels(args: argparse.Namespace) -> int:
-    from fastmmeval.images import DEFAULT_MAX_PIXELS
-
-    return DEFAULT_MAX_PIXELS if args.max_image_pixels is None else args.max_image_pixels
-
-
 def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers) -> list[Any]:
     from fastmmeval.contam import IMAGE_BATCH, open_sources
 
@@ -178,7 +173,7 @@ def _sources(args: argparse.Namespace, specs: list[str], tokenizers: Tokenizers)
         args.modality,
         image_batch=IMAGE_BATCH if args.image_batch is None else args.image_batch,
         decode_threads=args.decode_threads,
-        max_pixels=_max_pixels(args),
+        max_pixels=args.max_image_pixels,
         allow_absolute_paths=args.allow_absolute_image_paths,
     )
 
@@ -268,7 +263,7 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
         settings = _settings(args)
     names = (t.strip() for t in args.tasks.split(",") if t.strip())
     # The benchmark's images are read under the same cap and path rule as the corpus's.
-    tasks = resolve(names, args.include_path, _max_pixels(args), args.allow_absolute_image_paths)
+    tasks = resolve(names, args.include_path, args.max_image_pixels, args.allow_absolute_image_paths)
     corpus = _sources(args, args.corpus, tokenizers) if args.corpus else None
     options = ScanOptions(
         settings=settings,

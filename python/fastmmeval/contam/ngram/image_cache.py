@@ -63,7 +63,7 @@ def file_state(path: Path) -> list[int] | None:
     """[size, modification time in ns] of a file, None if it cannot be read."""
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path
         return None
     return [st.st_size, st.st_mtime_ns]
 
