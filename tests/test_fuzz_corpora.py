@@ -66,7 +66,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
+leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)  # NaN: JSON as Python writes it
 garbage = st.recursive(
     leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
@@ -191,7 +191,7 @@ def _check_index(place: Path, shard: Path, capsys: pytest.CaptureFixture[str]) -
 @given(records=st.lists(llava_records, max_size=5), how=damage)
 def test_llava_json_corpora(place: Path, capsys: pytest.CaptureFixture[str], records: list[Any], how: Any) -> None:
     shard = place / "data" / f"s{next(_count)}.json"
-    shard.write_bytes(_damaged(json.dumps(records, allow_nan=False).encode(), how))
+    shard.write_bytes(_damaged(json.dumps(records).encode(), how))
     _check_index(place, shard, capsys)
 
 
