@@ -16,6 +16,7 @@ from PIL import Image
 from test_contam_scan import _local_task
 
 from fastmmeval.cli import main
+from fastmmeval.contam.audit import report
 from fastmmeval.contam.ngram import index as index_module
 from fastmmeval.contam.ngram.image_cache import Entry, ImageTokenCache
 from fastmmeval.contam.ngram.settings import CorpusError
@@ -204,6 +205,21 @@ def test_scan_reads_the_benchmark_images_under_the_same_cap(tmp_path: Path) -> N
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     [q1] = json.loads((tmp_path / "out" / "contam_report.json").read_text())["tasks"]["local_cap"]["instance_results"]
     assert "1,200 pixels, over the cap of 1,000" in q1["error"]
+
+
+def test_a_report_that_cannot_be_written_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def full(path: Path, data: object) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(report, "write_json_atomic", full)
+    corpus = tmp_path / "train.jsonl"
+    corpus.write_text(json.dumps({"id": "t1", "text": "Is the sky blue today?"}) + "\n")
+    args = ["contam", "scan", "--tasks", "demo_yesno", "--corpus", str(corpus), "--image_tokenizer", "none",
+            "--no_progress", "--limit", "2", "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(args) == 1
+    assert "out: cannot write the report ([Errno 28] No space left on device" in _error_line(capsys)
 
 
 def test_paths_with_a_nul_byte_or_a_symlink_loop_count_as_unreadable(tmp_path: Path) -> None:

@@ -274,7 +274,10 @@ def _scan(args: argparse.Namespace, console: Console) -> None:
         image_cache=not args.no_image_cache,
     )
     report = audit_tasks(tasks, tokenizers, options, index=index, corpus=corpus, corpus_specs=args.corpus)
-    paths = write_audit(args.out, report, tasks, corpus)
+    try:
+        paths = write_audit(args.out, report, tasks, corpus)
+    except OSError as e:  # a full disk: each report file is written whole or not at all
+        raise ConfigError(f"--out {args.out}: cannot write the report ({e})") from e
     print_table(summary_table(report), console)
     for line in summary_lines(report):
         console.print(line)
