@@ -139,7 +139,7 @@ ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(al
 NOT_A_NUMBER = st.one_of(st.booleans(), TEXT, st.lists(st.integers(), max_size=2), st.dictionaries(TEXT, TEXT,
                                                                                                     max_size=2))
 RANGES = {"temperature": (0, 2), "top_p": (0, 1), "max_tokens": (0, None), "max_completion_tokens": (0, None),
-          "n": (1, 1)}
+          "n": (1, 1), "seed": (-(2**63), 2**63 - 1)}
 
 
 @st.composite

@@ -112,6 +112,15 @@ def test_a_declared_body_over_the_limit_is_refused_at_once(served: ServerHandle)
     assert json.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["message"].startswith("the request body is larger")
 
 
+def test_a_client_expecting_100_continue_for_a_body_over_the_limit_gets_413_instead(served: ServerHandle) -> None:
+    received, _ = raw(served, b"POST /v1/loglikelihood HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: 1000000000000\r\nExpect: 100-continue\r\n\r\n")
+    assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    received, _ = raw(served, b"POST /v1/loglikelihood HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n{}")
+    assert received.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 400"), received[:200]
+
+
 def test_a_chunked_body_over_the_limit_is_refused(served: ServerHandle) -> None:
     chunk = b"x" * 2**18
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(5)) + b"0\r\n\r\n"
@@ -153,6 +162,11 @@ def test_non_finite_numbers_are_refused(served: ServerHandle, field: str, number
 def test_the_translation_refuses_non_finite_numbers_by_field() -> None:
     with pytest.raises(fmt.RequestError, match="'temperature' must be a finite number"):
         fmt.chat_request(chat(temperature=float("nan")), 16, None)
+
+
+@pytest.mark.parametrize(("seed", "status"), [(2**63 - 1, 200), (-(2**63), 200), (2**63, 400), (-(2**63) - 1, 400)])
+def test_a_seed_is_an_int64(served: ServerHandle, seed: int, status: int) -> None:
+    assert post(served, chat(seed=seed))[0] == status
 
 
 def test_an_integer_too_long_to_parse_is_400(served: ServerHandle) -> None:

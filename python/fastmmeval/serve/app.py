@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_urldispatcher import _default_expect_handler
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.base import Model
@@ -58,8 +59,8 @@ class Server:
                               middlewares=[_errors_as_json, self._check_key])
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_post("/v1/chat/completions", self.chat_completions)
-        app.router.add_post("/v1/loglikelihood", self.loglikelihood)
+        app.router.add_post("/v1/chat/completions", self.chat_completions, expect_handler=self._expect)
+        app.router.add_post("/v1/loglikelihood", self.loglikelihood, expect_handler=self._expect)
         return app
 
     @web.middleware
@@ -108,17 +109,29 @@ class Server:
 
         return await asyncio.get_running_loop().run_in_executor(self.pool, parse)
 
+    def _check_declared_size(self, http: web.Request) -> None:
+        if http.content_length is not None and http.content_length > self.limits.max_body_bytes:
+            raise self._too_large()
+
+    def _too_large(self) -> fmt.RequestError:
+        return fmt.RequestError(f"the request body is larger than {self.limits.max_body_bytes} bytes", status=413)
+
+    async def _expect(self, http: web.Request) -> web.StreamResponse | None:
+        """`Expect: 100-continue`: a body declared over the limit gets its 413 instead of the go-ahead."""
+        try:
+            self._check_declared_size(http)
+        except fmt.RequestError as e:
+            return _error_response(e)
+        return await _default_expect_handler(http)
+
     async def _read(self, http: web.Request) -> bytes:
         """The body: refused at once when it declares more than the limit, when it grows past it
         (chunked), or when it does not arrive within the read timeout."""
-        limit = self.limits.max_body_bytes
-        too_large = fmt.RequestError(f"the request body is larger than {limit} bytes", status=413)
-        if http.content_length is not None and http.content_length > limit:
-            raise too_large
+        self._check_declared_size(http)
         try:
             return await asyncio.wait_for(http.read(), self.limits.read_timeout_s)
         except web.HTTPRequestEntityTooLarge:
-            raise too_large from None
+            raise self._too_large() from None
         except TimeoutError:
             raise fmt.RequestError(f"the request body did not arrive within {self.limits.read_timeout_s:g} s",
                                    status=408, code="timeout") from None
@@ -147,16 +160,21 @@ class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
             super().exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
+def _error_response(error: fmt.RequestError) -> web.Response:
+    """The error's OpenAI JSON answer."""
+    response = web.json_response(error.body(), status=error.status)
+    if error.status in (408, 413):  # the rest of the body is not read: this connection serves no more requests
+        response.force_close()
+    return response
+
+
 @web.middleware
 async def _errors_as_json(http: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error in OpenAI's error JSON shape."""
     try:
         return await handler(http)
     except fmt.RequestError as e:
-        response = web.json_response(e.body(), status=e.status)
-        if e.status in (408, 413):  # the rest of the body is not read: this connection serves no more requests
-            response.force_close()
-        return response
+        return _error_response(e)
     except web.HTTPException as e:
         code = "not_found" if e.status == 404 else None
         error = fmt.RequestError(f"{http.method} {http.path}: {e.reason}", status=e.status, code=code)

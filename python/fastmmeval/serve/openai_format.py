@@ -25,6 +25,8 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 # OpenAI's own default when a request gives no temperature.
 DEFAULT_TEMPERATURE = 1.0
+# A seed is an int64 in OpenAI's API, and what torch's generators take.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class RequestError(FastmmevalError):
@@ -190,7 +192,7 @@ def chat_request(body: dict[str, Any], default_max_tokens: int, max_pixels: int 
         max_tokens = _optional_number(body, "max_tokens", int, 0)
     temperature = _optional_number(body, "temperature", float, 0, 2)
     top_p = _optional_number(body, "top_p", float, 0, 1)
-    seed = _optional_number(body, "seed", int)
+    seed = _optional_number(body, "seed", int, INT64_MIN, INT64_MAX)
     settings = GenerationSettings(
         max_new_tokens=default_max_tokens if max_tokens is None else max_tokens,
         temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
