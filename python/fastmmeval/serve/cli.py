@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.console import Console
 
-from fastmmeval.argtypes import non_negative_float, port_int, positive_int
+from fastmmeval.argtypes import non_negative_float, port_int, positive_float, positive_int
 from fastmmeval.errors import ConfigError
-from fastmmeval.serve.limits import READ_TIMEOUT_S, SERVE_MAX_PIXELS, Limits, check_batching, check_exposure
+from fastmmeval.serve.limits import READ_TIMEOUT_S, SERVE_MAX_PIXELS, Limits, check_exposure
 
 
 def add_parser(sub: Any) -> None:
@@ -30,9 +30,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--api_key_env", default=None,
                    help="NAME of an environment variable holding a key that clients must send (default: no key; "
                         "then only a loopback --host is allowed)")
-    p.add_argument("--max_image_pixels", type=int, default=SERVE_MAX_PIXELS,
+    p.add_argument("--max_image_pixels", type=positive_int, default=SERVE_MAX_PIXELS,
                    help="an image declaring more pixels is refused (400) before it is decoded")
-    p.add_argument("--read_timeout_s", type=float, default=READ_TIMEOUT_S,
+    p.add_argument("--read_timeout_s", type=positive_float, default=READ_TIMEOUT_S,
                    help="headers, then the body, must arrive within this many seconds")
 
 
@@ -48,7 +48,6 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--api_key_env: the environment variable {args.api_key_env} is not set or empty")
     # Everything start_server would refuse is refused before the model takes its time to load.
     check_exposure(args.host, api_key is not None)
-    check_batching(args.max_batch, args.batch_window_ms / 1000, args.max_tokens)
     limits = Limits(max_image_pixels=args.max_image_pixels, read_timeout_s=args.read_timeout_s)
     model = MODELS.get(args.model).from_args(parse_model_args(args.model_args))
     handle = start_server(model, args.host, args.port, args.served_model_name, max_batch=args.max_batch,
