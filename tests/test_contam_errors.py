@@ -239,3 +239,13 @@ def test_paths_with_a_nul_byte_or_a_symlink_loop_count_as_unreadable(tmp_path: P
         list(source.blocks())
         assert source.missing_images() == 3
         assert [ref.split(":")[0] for ref in source.missing_image_refs()] == ["record a", "record b", "record c"]
+
+
+def test_a_record_id_holding_a_lone_surrogate_is_written_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by tests/test_fuzz_corpora.py: JSON can escape half a surrogate pair, which no UTF-8 output holds.
+    shard = tmp_path / "train.jsonl"
+    shard.write_text('{"id": "a\\ud800b", "text": "some words", "image": "gone.png"}\n')
+    assert _index(tmp_path, str(shard)) == 0
+    assert "record a\\ud800b: 'gone.png'" in capsys.readouterr().out

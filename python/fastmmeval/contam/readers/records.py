@@ -30,6 +30,17 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
+def training_id(value: Any) -> str:
+    """A record's id as text that can be written anywhere: a lone surrogate (JSON may escape one, `"\\ud800"`)
+    becomes its escape, as no UTF-8 file or terminal can hold it."""
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def strip_placeholders(text: str) -> str:
     """The text with the `<image>` placeholder (where LLaVA prompts put the image) removed."""
     return text.replace("<image>", " ")
@@ -126,7 +137,7 @@ def llava_record(obj: Any, path: Path, index: int) -> Record:
         texts.append(strip_placeholders(turn["value"]))
     image = obj.get("image")
     images = [] if image is None else list(image) if isinstance(image, list) else [image]
-    return Record(str(obj.get("id", f"{path.name}#{index}")), texts, images)
+    return Record(training_id(obj.get("id", f"{path.name}#{index}")), texts, images)
 
 
 def row_record(
@@ -150,7 +161,7 @@ def row_record(
     image = row.get(image_field) if image_field else None
     images = [] if image is None else list(image) if isinstance(image, list) else [image]
     rid = row.get(id_field) if id_field else None
-    return Record(str(rid) if rid is not None else default_id, texts, images)
+    return Record(training_id(rid) if rid is not None else default_id, texts, images)
 
 
 def iter_parquet_rows(path: Path, columns: list[str]) -> Iterator[dict[str, Any]]:
