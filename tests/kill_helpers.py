@@ -115,9 +115,11 @@ def run_timed(command: Sequence[str], progress: Progress, logs: Path, env: dict[
 
 @dataclass
 class Chain:
-    """Every child of a kill chain, in order."""
+    """Every child of a kill chain, in order, and how many of the moments it was given it used (fewer when the
+    work was complete before the last)."""
 
     children: list[Outcome] = field(default_factory=list)
+    used: int = 0
 
     @property
     def kills(self) -> int:
@@ -144,8 +146,9 @@ def kill_and_resume(
 ) -> Chain:
     """Run `start` and SIGKILL it at the first moment, then `resume()` killed at the next, and so on; then run
     the last `resume()` to its end. `resume()` is asked after each child: None means the work is complete and
-    nothing is left to resume (the moments left are dropped). A child that ends before its kill must exit 0,
-    as must the last one. Each child's stderr goes to `logs`/<i>.err."""
+    nothing is left to resume (the chain ends there, the moments left unused). A child that ends before its
+    kill must exit 0, as must the last one. Each child's stderr goes to `logs`/<i>.err (and <i>.err of an
+    earlier chain in the same folder is overwritten)."""
     env = {**os.environ, **(env or {})}
     logs.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
@@ -157,6 +160,7 @@ def kill_and_resume(
         child = Child(command, progress, logs / f"{i}.err", env)
         outcome = child.finish(deadline) if moment is None else child.kill_at(moment, deadline)
         chain.children.append(outcome)
+        chain.used += moment is not None
         if outcome.returncode not in (0, -signal.SIGKILL):
             raise AssertionError(f"child {i} failed\n{chain.describe()}")
         command = resume()

@@ -5,13 +5,18 @@ allows. Each flow is one chain of children (kill, resume, kill, ..., finish), KI
 from __future__ import annotations
 
 import json
+import random
+import shutil
 from pathlib import Path
 
 import pytest
 from api_fixtures import FakeAPI
 from kill_helpers import CLI, KILL_POINTS, KILL_SEED, draw_moments, file_bytes, json_without, kill_and_resume, run_timed
+from PIL import Image
 from test_api_backends import KEY, KEY_ENV, echo
 from test_evaluate import task_dir  # noqa: F401  (a fixture: two small local tasks over real photos)
+
+from fastmmeval.cli import main
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # children share two cores with the test
 RUN_VOLATILE = json_without("run_id", "started", "finished", "resumed", "command")
@@ -116,3 +121,89 @@ def test_run_with_an_api_model_killed_anywhere_resumes_without_asking_twice(
         again = [doc for doc in asked[start:] if doc in done]
         assert not again, f"asked again for docs already written: {again}\n{chain.describe()}"
     assert chain.mid_work(work) >= 3 and len(chain.children) == KILL_POINTS + 1, chain.describe()
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> list[Path]:
+    """Three jsonl shards of 3,000 records of random words, one record in ten with an image."""
+    root = tmp_path / "corpus"
+    (root / "images").mkdir(parents=True)
+    for i in range(6):
+        Image.new("RGB", (48, 48), (40 * i, 255 - 30 * i, 7 * i)).save(root / "images" / f"im{i}.png")
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(3000)]
+    shards = []
+    for s in range(3):
+        rows = [{"id": f"s{s}-{j}", "text": " ".join(rng.choices(words, k=rng.randrange(20, 80))),
+                 **({"image": f"images/im{j % 6}.png"} if j % 10 == 0 else {})} for j in range(3000)]  # fmt: skip
+        shards.append(root / f"shard{s}.jsonl")
+        shards[-1].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return shards
+
+
+def published(index: Path) -> int:
+    """The generations an index's manifest lists (0 before it has one)."""
+    manifest = index / "manifest.json"
+    return len(json.loads(manifest.read_text())["generations"]) if manifest.exists() else 0
+
+
+@pytest.mark.parametrize("command", ["index", "add"])
+def test_contam_build_killed_anywhere_ends_with_the_uninterrupted_index(
+    corpus: list[Path], tmp_path: Path, command: str
+) -> None:
+    # `index` builds from two shards; `add` adds the third to an index of the first two. A killed build has
+    # published nothing and is run again. Once its generation is published there is nothing to resume (running
+    # `add` again would add the shard a second time, as asked): the moments left go to a new chain on a fresh
+    # copy, until every one is spent.
+    def build(index: Path) -> list[str]:
+        shards = corpus[:2] if command == "index" else corpus[2:]
+        flags = ["--memory", "2MB", "--threads", "1"] if command == "index" else []
+        return [*CLI, "contam", command, "--index", str(index), *map(str, shards), *flags, "--no_progress"]
+
+    def fresh(folder: Path) -> Path:
+        if command == "add":
+            shutil.copytree(base, folder)
+        return folder
+
+    base = tmp_path / "base"
+    assert main(["contam", "index", "--index", str(base), *map(str, corpus[:2]), "--memory", "2MB",
+                 "--threads", "1", "--no_progress"]) == 0  # fmt: skip
+    before = published(base) if command == "add" else 0
+    reference = fresh(tmp_path / "reference")
+    uninterrupted = run_timed(build(reference), lambda: published(reference) - before, tmp_path / "logs")
+    left = draw_moments(KILL_SEED, KILL_POINTS, start_s=uninterrupted.first_progress_s)  # before it publishes
+    kills = 0
+    while left:
+        index = fresh(tmp_path / f"killed{KILL_POINTS - len(left)}")
+        chain = kill_and_resume(build(index), lambda i=index: None if published(i) > before else build(i), left,
+                                lambda i=index: published(i) - before, tmp_path / "logs")  # fmt: skip
+        assert file_bytes(index, skip=LOCKS) == file_bytes(reference, skip=LOCKS), chain.describe()
+        left, kills = left[chain.used :], kills + chain.kills
+    assert kills >= KILL_POINTS // 2
+
+
+KILLED_WRITE = ".{}.0123456789ab.tmp"  # what an atomic write of {} killed before its rename leaves
+
+
+def test_a_resumed_run_removes_what_killed_writes_of_its_json_files_left(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with FakeAPI(echo) as fake:
+        args = ["run", "--model", "openai", "--model_args", f"base_url={fake.url},model=m,api_key_env={KEY_ENV}",
+                "--tasks", "local_vqa", "--include_path", str(task_dir), "--output_path", str(tmp_path / "out"),
+                "--no_progress"]  # fmt: skip
+        assert main(args) == 0
+        run = finished_run(tmp_path / "out")
+        for name in ("manifest.json", "results.json"):
+            (run / KILLED_WRITE.format(name)).write_text('{"half": ')
+        assert main([*args, "--resume"]) == 0
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "manifest.json", "results.json", "samples"]
+
+
+def test_an_add_removes_what_a_publish_killed_in_its_write_left(corpus: list[Path], tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    assert main(["contam", "index", "--index", str(index), str(corpus[0]), "--no_progress"]) == 0
+    (index / KILLED_WRITE.format("manifest.json")).write_text('{"format": "fastmmeval.ngram-index", ')
+    assert main(["contam", "add", "--index", str(index), str(corpus[1]), "--no_progress"]) == 0
+    assert sorted(p.name for p in index.iterdir()) == [".lock", "image_tokens", "manifest.json", "seg"]

@@ -197,6 +197,7 @@ def _evaluate(
     if ranks.is_main:
         run = _open_run(config, output_path, resume)
         held.enter_context(run_lock(run.root, command or []))  # before any sample is written
+        run.remove_stale_temps()
         fingerprints = {t.name: t.fingerprint() for t in tasks}  # loads (or builds) each task's data
         manifest = run.read_json("manifest.json")
         if manifest is not None and manifest["task_fingerprints"] != fingerprints:

@@ -14,7 +14,7 @@ from typing import Any
 
 import fastmmeval
 from fastmmeval.errors import ConfigError, FastmmevalError
-from fastmmeval.util import write_json_atomic
+from fastmmeval.util import remove_stale_temps, write_json_atomic
 
 
 class RunDir:
@@ -61,6 +61,11 @@ class RunDir:
         """A JSON file of the run, or None when absent."""
         path = self.root / name
         return json.loads(path.read_text()) if path.exists() else None
+
+    def remove_stale_temps(self) -> None:
+        """Delete what killed writes of the run's JSON files left (for the holder of the run's lock)."""
+        for name in ("manifest.json", "results.json"):
+            remove_stale_temps(self.root / name)
 
     def write_json(self, name: str, data: Any) -> None:
         """Atomically (re)write a JSON file of the run."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib
 import json
 import os
@@ -37,6 +38,13 @@ def _create_temp(path: Path) -> tuple[int, str]:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
         except FileExistsError:
             continue
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Delete the temporary files that atomic writes of `path` left when they were killed mid-write. Only for a
+    writer that knows no one else is writing `path` now (it holds the folder's lock)."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

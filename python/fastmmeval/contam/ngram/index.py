@@ -32,7 +32,7 @@ from fastmmeval.contam.ngram import image_cache, ray_engine
 from fastmmeval.contam.ngram.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
 from fastmmeval.contam.ngram.settings import NAMED_MISSING, IndexSettings, ShardSource
-from fastmmeval.util import write_json_atomic
+from fastmmeval.util import remove_stale_temps, write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
 FORMAT_VERSION = 2  # 2: bit-packed segments (segment format 2)
@@ -135,6 +135,7 @@ class NgramIndex:
     def _sweep(self) -> None:
         """Delete what a killed add or compact left: runs, temp files, unpublished segment folders."""
         shutil.rmtree(self.path / "tmp", ignore_errors=True)
+        remove_stale_temps(self.path / "manifest.json")
         image_cache.sweep(self.image_cache().folder)
         live = {Path(rel).parent.name for gen in self._manifest["generations"] for rel in gen["segments"].values()}
         for d in (self.path / "seg").iterdir():
