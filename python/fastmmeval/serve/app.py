@@ -29,7 +29,7 @@ from fastmmeval.models.base import Model
 from fastmmeval.protocol import Request, Response
 from fastmmeval.serve import openai_format as fmt
 from fastmmeval.serve.batcher import Batcher, make_batcher
-from fastmmeval.serve.limits import LINGER_S, MAX_HEADERS, Limits, check_batching, check_exposure
+from fastmmeval.serve.limits import LINGER_S, MAX_HEADERS, Limits, check_exposure
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,8 @@ def start_server(model: Model, host: str = "127.0.0.1", port: int = 0, served_na
     `default_max_tokens` applies when a request sets no max_tokens. With `api_key`, /v1 requests
     must carry it as `Authorization: Bearer <key>`; without one, only a loopback `host` is
     allowed. `limits`: what one request may carry (default: `Limits()`)."""
-    check_batching(max_batch, batch_window_s, default_max_tokens)
+    if max_batch < 1 or batch_window_s < 0 or default_max_tokens < 0:
+        raise ConfigError("serve: max_batch must be >= 1, batch_window_s and default_max_tokens >= 0")
     check_exposure(host, api_key is not None)
     try:
         sock = socket.create_server((host, port))

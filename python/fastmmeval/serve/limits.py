@@ -43,12 +43,6 @@ class Limits:
             raise ConfigError(f"serve: the body limit must be positive, got {self.max_body_bytes}")
 
 
-def check_batching(max_batch: int, batch_window_s: float, default_max_tokens: int) -> None:
-    """Refuse batching settings the server cannot run with."""
-    if max_batch < 1 or not batch_window_s >= 0 or default_max_tokens < 0:
-        raise ConfigError("serve: --max_batch must be >= 1, --batch_window_ms and --max_tokens >= 0")
-
-
 def check_exposure(host: str, has_key: bool) -> None:
     """Refuse to listen on `host` without a key unless every address it names is loopback."""
     if not has_key and not _is_loopback(host):
