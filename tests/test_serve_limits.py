@@ -105,6 +105,19 @@ def test_max_image_pixels_sets_the_cap() -> None:
             Limits(read_timeout_s=seconds)
 
 
+def test_the_pixel_cap_holds_for_a_request_s_images_together() -> None:
+    url = image_data_url(Image.new("RGB", (30, 20)))  # 600 pixels
+    two = [{"type": "image_url", "image_url": {"url": url}}] * 2
+    with start_server(ImageEcho(), limits=Limits(max_image_pixels=1000)) as handle:
+        assert post(handle, chat(two[:1]))[0] == 200
+        status, body = post(handle, {"model": "image-echo", "messages": [{"role": "user", "content": two[:1]},
+                                                                         {"role": "user", "content": two[:1]}]})
+        assert status == 400 and body["error"]["param"] == "messages[1].content[0]"
+        assert "images together have 1,200 pixels, over the cap of 1,000" in body["error"]["message"]
+    with start_server(ImageEcho(), limits=Limits(max_image_pixels=1200)) as handle:
+        assert post(handle, chat(two))[0] == 200
+
+
 def test_a_declared_body_over_the_limit_is_refused_at_once(served: ServerHandle) -> None:
     received, seconds = raw(served, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
                                     b"Content-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n{}")

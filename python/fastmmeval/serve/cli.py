@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
                    help="NAME of an environment variable holding a key that clients must send (default: no key; "
                         "then only a loopback --host is allowed)")
     p.add_argument("--max_image_pixels", type=positive_int, default=SERVE_MAX_PIXELS,
-                   help="an image declaring more pixels is refused (400) before it is decoded")
+                   help="an image declaring more pixels (or a request's images together) is refused (400)")
     p.add_argument("--read_timeout_s", type=positive_float, default=READ_TIMEOUT_S,
                    help="headers, then the body, must arrive within this many seconds")
 

@@ -122,7 +122,24 @@ def decode_image_url(url: str, where: str, max_pixels: int | None) -> Image.Imag
         raise RequestError(f"{where}: image refused: {e}", param=where, code="invalid_image") from None
 
 
-def _parts(content: Any, where: str, max_pixels: int | None) -> tuple[Part, ...]:
+class _PixelBudget:
+    """A request's images together may have at most `cap` pixels (None: no cap): each is refused before
+    decoding when it alone declares more, and after decoding when it brings the total over."""
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap, self.used = cap, 0
+
+    def image(self, url: str, where: str) -> Image.Image:
+        """The image in `url`, counted against the budget."""
+        image = decode_image_url(url, where, self.cap)
+        self.used += image.width * image.height
+        if self.cap is not None and self.used > self.cap:
+            raise RequestError(f"{where}: the request's images together have {self.used:,} pixels, over the cap "
+                               f"of {self.cap:,} (--max_image_pixels)", param=where, code="invalid_image")
+        return image
+
+
+def _parts(content: Any, where: str, pixels: _PixelBudget) -> tuple[Part, ...]:
     """A message's content (a string or a list of text / image_url parts) as our parts."""
     if isinstance(content, str):
         return (TextPart(content),)
@@ -139,26 +156,27 @@ def _parts(content: Any, where: str, max_pixels: int | None) -> tuple[Part, ...]
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
             if not isinstance(url, str):
                 raise RequestError(f"{at}: image_url part needs image_url.url", param=at)
-            parts.append(ImagePart(decode_image_url(url, at, max_pixels), ref=f"{at} ({len(url)} chars)"))
+            parts.append(ImagePart(pixels.image(url, at), ref=f"{at} ({len(url)} chars)"))
         else:
             raise RequestError(f"{at}: unsupported content part {kind!r} (accepted: text, image_url)", param=at)
     return tuple(parts)
 
 
 def parse_messages(body: dict[str, Any], max_pixels: int | None) -> tuple[Message, ...]:
-    """`body["messages"]` as our Messages (roles system/developer/user/assistant); images over
-    `max_pixels` are refused."""
+    """`body["messages"]` as our Messages (roles system/developer/user/assistant); refused when its
+    images together have more than `max_pixels`."""
     raw = _need(body, "messages", list, "a list of messages")
     if not raw:
         raise RequestError("'messages' must not be empty", param="messages")
     messages = []
+    pixels = _PixelBudget(max_pixels)
     for i, m in enumerate(raw):
         where = f"messages[{i}]"
         if not isinstance(m, dict) or m.get("role") not in ROLES:
             role = m.get("role") if isinstance(m, dict) else None
             raise RequestError(f"{where}: unsupported role {role!r} (accepted: {', '.join(ROLES)})", param=where)
         content = m.get("content")
-        parts = _parts("" if content is None else content, f"{where}.content", max_pixels)
+        parts = _parts("" if content is None else content, f"{where}.content", pixels)
         messages.append(Message(ROLES[m["role"]], parts))
     return tuple(messages)
 
