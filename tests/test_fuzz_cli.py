@@ -127,6 +127,7 @@ def heavy_work_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.import_module("fastmmeval.lite.export"), "select", stop)
     monkeypatch.setattr(importlib.import_module("fastmmeval.lite.validate"), "validate", stop)
     monkeypatch.setattr(fastmmeval.tasks.download, "download", stop)
+    monkeypatch.setattr(importlib.import_module("fastmmeval.serve.app"), "start_server", stop)  # serves until killed
     for name in ("choose_tokenizers", "index_tokenizers"):
         monkeypatch.setattr(fastmmeval.contam, name, stop)
 
