@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -207,3 +208,37 @@ def test_an_add_removes_what_a_publish_killed_in_its_write_left(corpus: list[Pat
     (index / KILLED_WRITE.format("manifest.json")).write_text('{"format": "fastmmeval.ngram-index", ')
     assert main(["contam", "add", "--index", str(index), str(corpus[1]), "--no_progress"]) == 0
     assert sorted(p.name for p in index.iterdir()) == [".lock", "image_tokens", "manifest.json", "seg"]
+
+
+def test_lite_select_killed_anywhere_ends_with_the_uninterrupted_selection(tmp_path: Path) -> None:
+    # A cache of its own, so that the first children build the demo datasets (and may be killed doing it).
+    def select(out: Path) -> list[str]:
+        return [*CLI, "lite", "select", "--tasks", "demo", "--size", "10", "--method", "random", "--out", str(out),
+                "--no_progress"]  # fmt: skip
+
+    def chosen(out: Path) -> int:
+        return len(list(out.glob("*.json")))
+
+    reference, out = tmp_path / "reference", tmp_path / "killed"
+    own_cache = {"FASTMMEVAL_CACHE": str(tmp_path / "reference-cache")}
+    uninterrupted = run_timed(select(reference), lambda: chosen(reference), tmp_path / "logs", own_cache)
+    moments = draw_moments(KILL_SEED, KILL_POINTS, start_s=uninterrupted.first_progress_s, work=chosen(reference),
+                           max_delay_s=0.05)  # fmt: skip
+    own_cache = {"FASTMMEVAL_CACHE": str(tmp_path / "cache")}
+    chain = kill_and_resume(select(out), lambda: select(out), moments, lambda: chosen(out), tmp_path / "logs",
+                            own_cache)  # fmt: skip
+    assert chain.used == KILL_POINTS and chain.kills >= KILL_POINTS // 2, chain.describe()
+    selection = {name: json_without("created") for name in (p.name for p in reference.glob("*.json"))}
+    # Known litter (no lock tells a dead writer's temporaries from a live one's): a write or a demo build
+    # killed before its rename leaves its temporary file or folder.
+    for got, want in ((file_bytes(out, selection), file_bytes(reference, selection)),
+                      (file_bytes(tmp_path / "cache"), file_bytes(tmp_path / "reference-cache"))):  # fmt: skip
+        assert without_litter(got) == want, chain.describe()
+
+
+KILLED_TEMP = re.compile(r"(^|/)\.[^/]+\.[0-9a-f]{12}\.tmp$|^datasets/\.demo\.tmp-[^/]+/")
+
+
+def without_litter(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files but the temporaries a killed write or demo build leaves."""
+    return {name: data for name, data in files.items() if not KILLED_TEMP.search(name)}
