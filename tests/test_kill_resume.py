@@ -44,8 +44,11 @@ def asked_doc(body: dict) -> str:
 
 
 def finished_run(out: Path) -> Path:
-    """The one run folder under `out` that holds results."""
+    """The one run folder under `out` that holds results. A run killed before its manifest was written leaves
+    a folder holding its lock file only (`--resume` has no run to continue and starts another)."""
     [run] = [p.parent for p in out.glob("*/results.json")]
+    others = [p for p in out.iterdir() if p != run]
+    assert all(sorted(q.name for q in p.iterdir()) in ([], [".lock"]) for p in others), others
     return run
 
 
