@@ -245,3 +245,11 @@ KILLED_TEMP = re.compile(r"(^|/)\.[^/]+\.[0-9a-f]{12}\.tmp$|^datasets/\.demo\.tm
 def without_litter(files: dict[str, bytes]) -> dict[str, bytes]:
     """The files but the temporaries a killed write or demo build leaves."""
     return {name: data for name, data in files.items() if not KILLED_TEMP.search(name)}
+
+
+def test_an_index_killed_before_its_first_manifest_is_built_again(corpus: list[Path], tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    (index / "seg").mkdir(parents=True)
+    (index / KILLED_WRITE.format("manifest.json")).write_text('{"format": ')
+    assert main(["contam", "index", "--index", str(index), str(corpus[0]), "--no_progress"]) == 0
+    assert sorted(p.name for p in index.iterdir()) == [".lock", "image_tokens", "manifest.json", "seg"]

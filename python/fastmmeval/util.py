@@ -40,10 +40,15 @@ def _create_temp(path: Path) -> tuple[int, str]:
             continue
 
 
+def atomic_temps(path: Path) -> list[Path]:
+    """The temporary files of atomic writes of `path` now in its folder: in progress, or left by a killed one."""
+    return list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+
+
 def remove_stale_temps(path: Path) -> None:
     """Delete the temporary files that atomic writes of `path` left when they were killed mid-write. Only for a
     writer that knows no one else is writing `path` now (it holds the folder's lock)."""
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+    for tmp in atomic_temps(path):
         tmp.unlink(missing_ok=True)
 
 

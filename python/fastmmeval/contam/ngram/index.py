@@ -32,7 +32,7 @@ from fastmmeval.contam.ngram import image_cache, ray_engine
 from fastmmeval.contam.ngram.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
 from fastmmeval.contam.ngram.settings import NAMED_MISSING, IndexSettings, ShardSource
-from fastmmeval.util import remove_stale_temps, write_json_atomic
+from fastmmeval.util import atomic_temps, remove_stale_temps, write_json_atomic
 
 FORMAT = "fastmmeval.ngram-index"
 FORMAT_VERSION = 2  # 2: bit-packed segments (segment format 2)
@@ -81,7 +81,9 @@ class NgramIndex:
                 f"{path}: already holds an index; add shards to it with `fastmmeval contam add --index {path}`, "
                 "or give a new folder"
             )
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        # A create killed before its manifest was in place leaves `seg/` and the manifest's temporary file.
+        leftovers = {path / "seg", *atomic_temps(path / "manifest.json")}
+        if path.exists() and (not path.is_dir() or any(p not in leftovers for p in path.iterdir())):
             raise NgramIndexError(f"{path}: exists and is not an empty folder; refusing to create an index there")
         manifest = {
             "format": FORMAT,
