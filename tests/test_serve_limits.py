@@ -177,6 +177,11 @@ def test_the_translation_refuses_non_finite_numbers_by_field() -> None:
         fmt.chat_request(chat(temperature=float("nan")), 16, None)
 
 
+def test_max_tokens_is_checked_also_beside_max_completion_tokens(served: ServerHandle) -> None:
+    status, answer = post(served, chat(max_completion_tokens=3, max_tokens=False))  # found by the fuzz test
+    assert status == 400 and answer["error"]["param"] == "max_tokens"
+
+
 @pytest.mark.parametrize(("seed", "status"), [(2**63 - 1, 200), (-(2**63), 200), (2**63, 400), (-(2**63) - 1, 400)])
 def test_a_seed_is_an_int64(served: ServerHandle, seed: int, status: int) -> None:
     assert post(served, chat(seed=seed))[0] == status

@@ -205,9 +205,11 @@ def chat_request(body: dict[str, Any], default_max_tokens: int, max_pixels: int 
                                         or response_format.get("type") not in RESPONSE_FORMATS):
         raise RequestError(f"'response_format' type must be one of {', '.join(RESPONSE_FORMATS)}",
                            param="response_format")
-    max_tokens = _optional_number(body, "max_completion_tokens", int, 0)
-    if max_tokens is None:
-        max_tokens = _optional_number(body, "max_tokens", int, 0)
+    # max_completion_tokens is OpenAI's newer name and wins; both are checked when both are sent.
+    max_completion_tokens = _optional_number(body, "max_completion_tokens", int, 0)
+    max_tokens = _optional_number(body, "max_tokens", int, 0)
+    if max_completion_tokens is not None:
+        max_tokens = max_completion_tokens
     temperature = _optional_number(body, "temperature", float, 0, 2)
     top_p = _optional_number(body, "top_p", float, 0, 1)
     seed = _optional_number(body, "seed", int, INT64_MIN, INT64_MAX)
