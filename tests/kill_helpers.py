@@ -99,8 +99,9 @@ class Child:
         """Wait for the child's end."""
         self.wait_until(lambda: False, deadline)
         self.proc.wait()
-        return Outcome(self.proc.returncode, self.progress(), self.first, time.monotonic() - self.began,
-                       self.log.read_text(errors="replace"))
+        seconds, progress = time.monotonic() - self.began, self.progress()
+        first = seconds if self.first is None and progress > 0 else self.first  # it made progress between polls
+        return Outcome(self.proc.returncode, progress, first, seconds, self.log.read_text(errors="replace"))
 
 
 def run_timed(command: Sequence[str], progress: Progress, logs: Path, env: dict[str, str] | None = None) -> Outcome:

@@ -20,7 +20,8 @@ from test_evaluate import task_dir  # noqa: F401  (a fixture: two small local ta
 from fastmmeval.cli import main
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # children share two cores with the test
-RUN_VOLATILE = json_without("run_id", "started", "finished", "resumed", "command")
+# `git` too: a commit made while the suite runs moves HEAD between the uninterrupted run and the resumed one.
+RUN_VOLATILE = json_without("run_id", "started", "finished", "resumed", "command", "git")
 # A killed child's API calls are in no results.json: usage counts those of the children that wrote it.
 API_VOLATILE = json_without("run_id", "usage")
 LOCKS = frozenset({".lock"})  # who holds (or last held) a folder, not an output
