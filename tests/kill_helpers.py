@@ -23,6 +23,8 @@ from pathlib import Path
 
 KILL_POINTS = int(os.environ.get("FASTMMEVAL_KILL_POINTS", "10"))
 KILL_SEED = int(os.environ.get("FASTMMEVAL_KILL_SEED", "0"))
+# The fewest kills (or kills mid-work) a flow must land: on a busy machine a child may end before its moment.
+ENOUGH_KILLS = max(1, KILL_POINTS // 3)
 CLI = (sys.executable, "-m", "fastmmeval.cli")
 POLL_S = 0.005
 

@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 from api_fixtures import FakeAPI
-from kill_helpers import CLI, KILL_POINTS, KILL_SEED, draw_moments, file_bytes, json_without, kill_and_resume, run_timed
+from kill_helpers import (
+    CLI,
+    ENOUGH_KILLS,
+    KILL_POINTS,
+    KILL_SEED,
+    draw_moments,
+    file_bytes,
+    json_without,
+    kill_and_resume,
+    run_timed,
+)
 from PIL import Image
 from test_api_backends import KEY, KEY_ENV, echo
 from test_evaluate import task_dir  # noqa: F401  (a fixture: two small local tasks over real photos)
@@ -80,7 +90,7 @@ def test_run_with_a_local_model_killed_anywhere_resumes_to_the_uninterrupted_run
     normalize = {"manifest.json": RUN_VOLATILE, "results.json": RUN_VOLATILE}
     got, want = (file_bytes(finished_run(o), normalize, LOCKS) for o in (out, reference))
     assert got == want, chain.describe()
-    assert chain.mid_work(work) >= 3 and len(chain.children) == KILL_POINTS + 1, chain.describe()
+    assert chain.mid_work(work) >= ENOUGH_KILLS and len(chain.children) == KILL_POINTS + 1, chain.describe()
 
 
 @pytest.fixture()
@@ -125,7 +135,7 @@ def test_run_with_an_api_model_killed_anywhere_resumes_without_asking_twice(
     for start, done in written:
         again = [doc for doc in asked[start:] if doc in done]
         assert not again, f"asked again for docs already written: {again}\n{chain.describe()}"
-    assert chain.mid_work(work) >= 3 and len(chain.children) == KILL_POINTS + 1, chain.describe()
+    assert chain.mid_work(work) >= ENOUGH_KILLS and len(chain.children) == KILL_POINTS + 1, chain.describe()
 
 
 @pytest.fixture()
@@ -184,7 +194,7 @@ def test_contam_build_killed_anywhere_ends_with_the_uninterrupted_index(
                                 lambda i=index: published(i) - before, tmp_path / "logs")  # fmt: skip
         assert file_bytes(index, skip=LOCKS) == file_bytes(reference, skip=LOCKS), chain.describe()
         left, kills = left[chain.used :], kills + chain.kills
-    assert kills >= KILL_POINTS // 2
+    assert kills >= ENOUGH_KILLS
 
 
 KILLED_WRITE = ".{}.0123456789ab.tmp"  # what an atomic write of {} killed before its rename leaves
@@ -231,7 +241,7 @@ def test_lite_select_killed_anywhere_ends_with_the_uninterrupted_selection(tmp_p
     own_cache = {"FASTMMEVAL_CACHE": str(tmp_path / "cache")}
     chain = kill_and_resume(select(out), lambda: select(out), moments, lambda: chosen(out), tmp_path / "logs",
                             own_cache)  # fmt: skip
-    assert chain.used == KILL_POINTS and chain.kills >= KILL_POINTS // 2, chain.describe()
+    assert chain.used == KILL_POINTS and chain.kills >= ENOUGH_KILLS, chain.describe()
     selection = {name: json_without("created") for name in (p.name for p in reference.glob("*.json"))}
     # Known litter (no lock tells a dead writer's temporaries from a live one's): a write or a demo build
     # killed before its rename leaves its temporary file or folder.
