@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.errors import ConfigError
+from PIL import Image
+
+from fastmmeval.errors import ConfigError, DocError, FailureKind
 from fastmmeval.registry import Registry
 from fastmmeval.tasks.config import DatasetSpec
 from fastmmeval.util import iter_jsonl
@@ -36,7 +38,16 @@ class Rows(Sequence):
         return len(self._data)
 
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        return dict(self._data[i])
+        if isinstance(self._data, list):
+            return dict(self._data[i])
+        try:
+            return dict(self._data[i])
+        except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as e:
+            # `datasets` decodes a row's images as it reads it; PIL's bomb check holds them to the run's cap.
+            raise DocError(
+                f"an image of the row cannot be decoded: {type(e).__name__}: {e} (the cap is --max_image_pixels)",
+                FailureKind.UNREADABLE_IMAGE,
+            ) from None
 
     def column(self, name: str) -> list[Any]:
         """All values of one field, without decoding images (None where a row lacks it)."""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastmmeval.errors import ConfigError, DocError, FailureKind
 from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
-from fastmmeval.images import DEFAULT_MAX_PIXELS
+from fastmmeval.images import DEFAULT_MAX_PIXELS, bound_decoders
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks import families as _families  # noqa: F401  (registers benchmark processors)
@@ -44,6 +44,7 @@ class Task:
     ) -> None:
         self.config = config
         self.max_image_pixels = max_image_pixels
+        bound_decoders(max_image_pixels)  # hub rows arrive decoded by `datasets`
         self.allow_absolute_image_paths = allow_absolute_image_paths or config.dataset.allow_absolute_paths
         self.name = config.task
         keys = config.metric_keys or config.metrics
@@ -110,9 +111,12 @@ class Task:
 
     def doc(self, ref: DocRef) -> Doc:
         """The full doc: the row's fields, plus those its `process_doc` function derives."""
-        fields = self.rows[ref.index]
+        where = f"task {self.name}, doc {ref.id}"
+        try:
+            fields = self.rows[ref.index]
+        except DocError as e:
+            raise e.at(where) from None
         if self.process is not None:
-            where = f"task {self.name}, doc {ref.id}"
             try:
                 fields = {**fields, **self.process(fields)}
             except DocError as e:
