@@ -218,16 +218,20 @@ def test_any_image_decodes_to_rgb_or_fails_its_doc_as_unreadable(tmp_path_factor
     assert data and all(isinstance(p, ImagePart) and p.image.mode == "RGB" for p in parts)
 
 
-def test_hub_rows_decoded_by_datasets_are_held_to_the_run_s_cap() -> None:
+def test_hub_rows_decoded_by_datasets_are_held_to_the_run_s_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
 
     from fastmmeval.tasks.sources import Rows
 
-    table = datasets.Dataset.from_dict({"image": [{"bytes": png(), "path": None}, {"bytes": declaring(20000, 20000),
-                                                                                   "path": None}]})
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", DEFAULT_MAX_PIXELS // 2 + 1)  # as fastmmeval.images sets it
+    bomb = {"bytes": declaring(20000, 20000), "path": None}
+    table = datasets.Dataset.from_dict({"image": [{"bytes": png(), "path": None}, bomb]})
     rows = Rows(table.cast_column("image", datasets.Image()), None, {})
-    Task(Catalog().tasks.get("demo_digits"))  # any task of the run bounds what PIL decodes to its cap
     assert rows[0]["image"].size == (8, 8)
     with pytest.raises(DocError, match="DecompressionBombError") as refused:
         rows[1]
     assert refused.value.kind is FailureKind.UNREADABLE_IMAGE and "--max_image_pixels" in str(refused.value)
+    Task(Catalog().tasks.get("demo_digits"), max_image_pixels=10**9)  # a run's larger cap reaches PIL too
+    with pytest.raises(DocError, match="unreadable|cannot be decoded") as read:
+        rows[1]  # now decoded, and found truncated
+    assert "DecompressionBombError" not in str(read.value)
