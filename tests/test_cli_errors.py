@@ -91,7 +91,11 @@ def test_disk_full_while_appending_samples_fails_in_one_line(
     def disk_full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(fastmmeval.results, "os", SimpleNamespace(fsync=disk_full))  # the samples' fsync only
+    class FullDisk(SimpleNamespace):  # the os module as fastmmeval.results sees it, whose fsync fails
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+    monkeypatch.setattr(fastmmeval.results, "os", FullDisk(fsync=disk_full))  # the samples' fsync only
     assert main(run_argv(write_tasks(tmp_path / "tasks"), tmp_path / "runs")) == 1
     assert "qa_a.jsonl: cannot write (No space left on device)" in one_error_line(capsys.readouterr().err)
 
@@ -206,3 +210,11 @@ def test_tasks_info_without_network_prints_the_card_fast(tmp_path: Path) -> None
         "fastmmeval: note: the Hugging Face Hub cannot be reached: the card shows what a local copy allows "
         "(data_error says what is missing)"]
 
+
+
+def test_a_run_whose_model_cannot_load_leaves_no_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = run_argv(write_tasks(tmp_path / "tasks"), tmp_path / "runs")
+    argv[argv.index("--model_args") + 1] = "no_such_arg=1"
+    assert main(argv) == 1
+    assert "no_such_arg" in one_error_line(capsys.readouterr().err)
+    assert list((tmp_path / "runs").iterdir()) == []  # nothing for a later --resume to take for a run

@@ -55,11 +55,12 @@ def asked_doc(body: dict) -> str:
 
 
 def finished_run(out: Path) -> Path:
-    """The one run folder under `out` that holds results. A run killed before its manifest was written leaves
-    a folder holding its lock file only (`--resume` has no run to continue and starts another)."""
+    """The one run folder under `out`, holding results: a new run's folder appears with its manifest once the
+    model has loaded, so a run killed while loading leaves none (one killed in the milliseconds between the two
+    would leave a folder holding its lock file only)."""
     [run] = [p.parent for p in out.glob("*/results.json")]
     others = [p for p in out.iterdir() if p != run]
-    assert all(sorted(q.name for q in p.iterdir()) in ([], [".lock"]) for p in others), others
+    assert len(others) <= 1 and all(sorted(q.name for q in p.iterdir()) in ([], [".lock"]) for p in others), others
     return run
 
 

@@ -196,11 +196,11 @@ def _evaluate(
     model_args = parse_model_args(config.model_args)
     if ranks.is_main:
         run = _open_run(config, output_path, resume)
-        held.enter_context(run_lock(run.root, command or []))  # before any sample is written
-        run.remove_stale_temps()
+        if run is not None:
+            _hold(run, command, held)
         fingerprints = {t.name: t.fingerprint() for t in tasks}  # loads (or builds) each task's data
-        manifest = run.read_json("manifest.json")
-        if manifest is not None and manifest["task_fingerprints"] != fingerprints:
+        manifest = run.read_json("manifest.json") if run is not None else None
+        if run is not None and manifest is not None and manifest["task_fingerprints"] != fingerprints:
             changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]
             raise ConfigError(f"{run.root}: task(s) {', '.join(changed)} changed since this run began; start a new run")
     _seed_everything(config.seed)
@@ -210,6 +210,11 @@ def _evaluate(
     model = model_cls.from_args(model_args)
     batch_size = batch_size or model.default_batch_size()
     panel = JudgePanel([Judge(s) for s in config.judges]) if config.judges and ranks.is_main else None
+    if ranks.is_main and run is None:
+        # A new run's folder appears once the model has loaded, with its manifest: a run killed or refused while
+        # loading leaves nothing behind for --resume to stumble on.
+        run = RunDir.create(output_path, config.model)
+        _hold(run, command, held)
     # Once every rank has its model, the others may read the data rank 0 has loaded (and built).
     run = RunDir(ranks.share(run.root if ranks.is_main else None)[0])
     if ranks.is_main:
@@ -262,7 +267,14 @@ def _evaluate(
     return run, results
 
 
-def _open_run(config: RunConfig, output_path: Path, resume: bool | Path) -> RunDir:
+def _hold(run: RunDir, command: list[str] | None, held: ExitStack) -> None:
+    """Take the run folder's lock (before any sample is written) and clear what killed writes left."""
+    held.enter_context(run_lock(run.root, command or []))
+    run.remove_stale_temps()
+
+
+def _open_run(config: RunConfig, output_path: Path, resume: bool | Path) -> RunDir | None:
+    """The run folder to continue, or None for a new run (once `--output_path` is known to take one)."""
     if isinstance(resume, Path):
         run = RunDir(resume)
         manifest = run.read_json("manifest.json")
@@ -275,4 +287,5 @@ def _open_run(config: RunConfig, output_path: Path, resume: bool | Path) -> RunD
         found = RunDir.find_resumable(output_path, asdict(config))
         if found is not None:
             return found
-    return RunDir.create(output_path, config.model)
+    RunDir.check_output_path(output_path)
+    return None

@@ -24,11 +24,22 @@ class RunDir:
         self.root = root
         self.samples_dir = root / "samples"
 
+    @staticmethod
+    def check_output_path(output_path: Path) -> None:
+        """Refuse an `--output_path` that cannot hold run folders (a file, read-only, a file on the way)."""
+        if output_path.exists() and not output_path.is_dir():
+            raise ConfigError(f"--output_path {output_path}: not a folder")
+        try:
+            output_path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--output_path {output_path}: cannot create a run folder there ({e.strerror})") from None
+        if not os.access(output_path, os.W_OK | os.X_OK):
+            raise ConfigError(f"--output_path {output_path}: cannot create a run folder there (not writable)")
+
     @classmethod
     def create(cls, output_path: Path, model_name: str) -> RunDir:
         """A new, empty run folder named after the model and the time."""
-        if output_path.exists() and not output_path.is_dir():
-            raise ConfigError(f"--output_path {output_path}: not a folder")
+        cls.check_output_path(output_path)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for attempt in range(1000):
             root = output_path / (f"{model_name}_{stamp}" + (f"_{attempt}" if attempt else ""))
