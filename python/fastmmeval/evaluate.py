@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,12 @@ class RunConfig:
     judges: list[JudgeSpec] = field(default_factory=list)
     max_image_pixels: int | None = DEFAULT_MAX_PIXELS  # a doc with a larger image fails, unreadable
     allow_absolute_image_paths: bool = False  # for every task, not only those whose dataset allows them
+
+
+# What a run started before a setting existed ran with: its default (a run config with a later setting's
+# default equals the older one, so --resume finds it).
+_SETTING_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.name in ("max_image_pixels",
+                                                                               "allow_absolute_image_paths")}
 
 
 def _seed_everything(seed: int) -> None:
@@ -280,11 +286,11 @@ def _open_run(config: RunConfig, output_path: Path, resume: bool | Path) -> RunD
         manifest = run.read_json("manifest.json")
         if manifest is None:
             raise ConfigError(f"--resume {resume}: no manifest.json there (not a run folder)")
-        if manifest.get("config") != asdict(config):
+        if {**_SETTING_DEFAULTS, **(manifest.get("config") or {})} != asdict(config):
             raise ConfigError(f"--resume {resume}: that run was started with other settings: {manifest.get('config')}")
         return run
     if resume:
-        found = RunDir.find_resumable(output_path, asdict(config))
+        found = RunDir.find_resumable(output_path, asdict(config), _SETTING_DEFAULTS)
         if found is not None:
             return found
     RunDir.check_output_path(output_path)

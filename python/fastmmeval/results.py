@@ -54,8 +54,11 @@ class RunDir:
         raise ConfigError(f"{output_path}: cannot create a new run folder")
 
     @classmethod
-    def find_resumable(cls, output_path: Path, config: dict[str, Any]) -> RunDir | None:
-        """The newest run under `output_path` started with the same run config, if any."""
+    def find_resumable(
+        cls, output_path: Path, config: dict[str, Any], defaults: dict[str, Any] | None = None
+    ) -> RunDir | None:
+        """The newest run under `output_path` started with the same run config, if any (a setting its
+        manifest lacks, recorded before the setting existed, counts as `defaults` gives it)."""
         if not output_path.is_dir():
             return None
         candidates = []
@@ -64,7 +67,7 @@ class RunDir:
                 data = json.loads(manifest.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            if data.get("config") == config:
+            if isinstance(data, dict) and {**(defaults or {}), **(data.get("config") or {})} == config:
                 candidates.append((data.get("started", ""), manifest.parent))
         return cls(max(candidates)[1]) if candidates else None
 
