@@ -1,9 +1,12 @@
 """Building the n-gram index (`contam.ngram.build`): segments byte-identical whatever the threads, shards and
-memory budget, equal to the numpy reference segments, spills merged back to the same counts, and the
-native map releasing the GIL."""
+memory budget, equal to the numpy reference segments, spills merged back to the same counts, the native map
+releasing the GIL, and a shard the index already holds skipped when it is added again."""
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +15,14 @@ from native_checks import releases_gil
 from test_contam_index import ArraySource, build, random_docs, split
 
 from fastmmeval import _core
+from fastmmeval.cli import main
 from fastmmeval.contam.ngram.build import map_shard, segment_file
 from fastmmeval.contam.ngram.hashing import ngram_hashes
 from fastmmeval.contam.ngram.index import NgramIndex
 from fastmmeval.contam.ngram.reference import count_hashes_reference, merge_counts_reference
 from fastmmeval.contam.ngram.segment import read_segment_reference, segment_bytes_reference
 from fastmmeval.contam.ngram.settings import IndexSettings
+from fastmmeval.contam.ngram.token_shards import TokenShardSource, write_token_shard
 
 
 @pytest.mark.parametrize("dedup", [False, True])
@@ -166,3 +171,76 @@ def test_map_releases_the_gil(tmp_path: Path) -> None:
     tokens = np.random.default_rng(0).integers(0, 1000, size=2_000_000, dtype=np.uint32)
     mapper = _core.NgramMapper(str(tmp_path / "m-"), 8, 10, 4, False, 64 << 20)
     assert releases_gil(lambda: mapper.add(tokens, np.array([0]), 0))
+
+
+TEXTS = [" ".join(f"w{(i * 7 + k) % 40}" for k in range(30)) for i in range(20)]
+
+
+def llava_shard(path: Path, texts: list[str]) -> Path:
+    """A LLaVA shard of one single-turn conversation per text."""
+    path.write_text(json.dumps([{"id": f"r{i}", "conversations": [{"from": "human", "value": t}]}
+                                for i, t in enumerate(texts)]))  # fmt: skip
+    return path
+
+
+def contam(*args: str) -> int:
+    return main(["contam", *args, "--no_progress"])
+
+
+def test_adding_a_shard_again_skips_it_and_leaves_the_index_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shard, index = llava_shard(tmp_path / "train.json", TEXTS), tmp_path / "ix"
+    assert contam("index", "--index", str(index), str(shard)) == 0
+    stats, manifest = NgramIndex.open(index).stats(), (index / "manifest.json").read_bytes()
+    capsys.readouterr()
+    # Named another way, from another folder, it is the same file (a killed add run again, a repeated command).
+    monkeypatch.chdir(tmp_path)
+    assert contam("add", "--index", "ix", "./train.json") == 0
+    out = capsys.readouterr().out
+    skipped = [line for line in out.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and skipped[0].startswith("train.json: already in the index (generation g000001, added ")
+    assert "nothing added" in out
+    assert NgramIndex.open(index).stats() == stats and (index / "manifest.json").read_bytes() == manifest
+
+
+def test_a_shard_that_changed_is_added_and_one_given_twice_in_an_add_counts_once(tmp_path: Path) -> None:
+    index = NgramIndex.create(tmp_path / "ix", IndexSettings(), {})
+    source = TokenShardSource(tmp_path / "t.u32")
+    write_token_shard(source.path, [np.arange(20, dtype=np.uint32)])
+    first = index.add([source, replace(source, name="again")], progress=False)
+    assert first["docs"] == 1
+    assert first["skipped"] == [f"again: the same shard as {source.path}, given before it in this add; skipped"]
+    write_token_shard(source.path, [np.arange(20, dtype=np.uint32)] * 2)  # another size
+    assert index.add([source], progress=False)["docs"] == 2
+    os.utime(source.offsets_path, ns=(1, 1))  # its offsets file's modification time changed
+    assert index.add([source], progress=False)["docs"] == 2
+    assert index.add([source], progress=False)["generation"] is None
+    assert index.stats()["docs"] == 5 and index.stats()["generations"] == 3
+
+
+def test_compact_keeps_the_shards_it_holds_and_an_index_without_identities_still_adds(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    shard, other = llava_shard(tmp_path / "a.json", TEXTS), llava_shard(tmp_path / "b.json", TEXTS[:5])
+    index = tmp_path / "ix"
+    assert contam("index", "--index", str(index), str(shard)) == 0
+    assert contam("add", "--index", str(index), str(other)) == 0
+    assert main(["contam", "compact", "--index", str(index)]) == 0
+    capsys.readouterr()
+    assert contam("add", "--index", str(index), str(other)) == 0
+    assert f"{other}: already in the index (generation c000003, added " in capsys.readouterr().out
+    # An index written before shards had identities: its shards cannot be recognized, so one added again is
+    # added (with a warning), and recognized from then on.
+    manifest = json.loads((index / "manifest.json").read_text())
+    for gen in manifest["generations"]:
+        del gen["shards"]
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    docs = NgramIndex.open(index).stats()["docs"]
+    assert contam("add", "--index", str(index), str(shard)) == 0
+    assert f"warning: {shard}: a shard of this name is in the index (generation c000003, written before" in (
+        capsys.readouterr().err
+    )
+    assert NgramIndex.open(index).stats()["docs"] == docs + len(TEXTS)
+    assert contam("add", "--index", str(index), str(shard)) == 0
+    assert f"{shard}: already in the index (generation g000004, added " in capsys.readouterr().out

@@ -186,7 +186,9 @@ def test_a_full_disk_or_a_bad_index_folder_is_one_line_and_keeps_the_index(
 
     monkeypatch.setattr(index_module, "write_json_atomic", full)
     capsys.readouterr()
-    assert main(["contam", "add", "--index", str(tmp_path / "ix"), "--no_progress", str(shard)]) == 1
+    more = tmp_path / "more.jsonl"  # another shard: the same one again would be skipped, writing nothing
+    more.write_text('{"id": 2, "text": "a few more words of training text"}\n')
+    assert main(["contam", "add", "--index", str(tmp_path / "ix"), "--no_progress", str(more)]) == 1
     line = _error_line(capsys)
     assert "ix: add stopped ([Errno 28] No space left on device" in line and "the next add sweeps" in line
     assert (tmp_path / "ix" / "manifest.json").read_bytes() == before

@@ -251,7 +251,9 @@ def test_add_compact_stats_and_tokenizer_checks(planted: dict, tmp_path: Path, c
     index = tmp_path / "index"
     shard = str(planted["shard"])
     assert main(["contam", "index", "--index", str(index), shard, "--image_tokenizer", "none", "--no_progress"]) == 0
-    assert main(["contam", "add", "--index", str(index), shard, "--no_progress"]) == 0  # a second generation
+    again = tmp_path / "again.json"  # a copy: the same shard again would be skipped
+    again.write_bytes(planted["shard"].read_bytes())
+    assert main(["contam", "add", "--index", str(index), str(again), "--no_progress"]) == 0  # a second generation
     capsys.readouterr()
     assert main(["contam", "stats", "--index", str(index)]) == 0
     stats = json.loads(capsys.readouterr().out)

@@ -8,6 +8,7 @@ import json
 import random
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -163,39 +164,76 @@ def published(index: Path) -> int:
     return len(json.loads(manifest.read_text())["generations"]) if manifest.exists() else 0
 
 
-@pytest.mark.parametrize("command", ["index", "add"])
-def test_contam_build_killed_anywhere_ends_with_the_uninterrupted_index(
-    corpus: list[Path], tmp_path: Path, command: str
-) -> None:
-    # `index` builds from two shards; `add` adds the third to an index of the first two. A killed build has
-    # published nothing and is run again. Once its generation is published there is nothing to resume (running
-    # `add` again would add the shard a second time, as asked): the moments left go to a new chain on a fresh
-    # copy, until every one is spent.
-    def build(index: Path) -> list[str]:
-        shards = corpus[:2] if command == "index" else corpus[2:]
-        flags = ["--memory", "2MB", "--threads", "1"] if command == "index" else []
-        return [*CLI, "contam", command, "--index", str(index), *map(str, shards), *flags, "--no_progress"]
+def contam_build(command: str, index: Path, shards: list[Path]) -> list[str]:
+    """`contam index` or `contam add` of these shards (an index build spills: a small memory budget)."""
+    flags = ["--memory", "2MB", "--threads", "1"] if command == "index" else []
+    return [*CLI, "contam", command, "--index", str(index), *map(str, shards), *flags, "--no_progress"]
 
-    def fresh(folder: Path) -> Path:
-        if command == "add":
-            shutil.copytree(base, folder)
-        return folder
 
-    base = tmp_path / "base"
-    assert main(["contam", "index", "--index", str(base), *map(str, corpus[:2]), "--memory", "2MB",
-                 "--threads", "1", "--no_progress"]) == 0  # fmt: skip
-    before = published(base) if command == "add" else 0
-    reference = fresh(tmp_path / "reference")
-    uninterrupted = run_timed(build(reference), lambda: published(reference) - before, tmp_path / "logs")
+def index_bytes(index: Path) -> dict[str, bytes]:
+    """An index's files, the times its manifest says its shards were added left out."""
+    return file_bytes(index, {"manifest.json": manifest_without_times}, LOCKS)
+
+
+def manifest_without_times(data: bytes) -> bytes:
+    doc = json.loads(data)
+    for gen in doc["generations"]:
+        for shard in gen.get("shards", []):
+            del shard["added"]
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def test_contam_index_killed_anywhere_ends_with_the_uninterrupted_index(corpus: list[Path], tmp_path: Path) -> None:
+    # A killed `contam index` has published nothing and is run again. Once its generation is published the
+    # index is built (running it again is refused: the folder holds an index): the moments left go to a new
+    # chain in a fresh folder, until every one is spent.
+    reference = tmp_path / "reference"
+    uninterrupted = run_timed(contam_build("index", reference, corpus[:2]), lambda: published(reference),
+                              tmp_path / "logs")  # fmt: skip
     left = draw_moments(KILL_SEED, KILL_POINTS, start_s=uninterrupted.first_progress_s)  # before it publishes
     kills = 0
     while left:
-        index = fresh(tmp_path / f"killed{KILL_POINTS - len(left)}")
-        chain = kill_and_resume(build(index), lambda i=index: None if published(i) > before else build(i), left,
-                                lambda i=index: published(i) - before, tmp_path / "logs")  # fmt: skip
-        assert file_bytes(index, skip=LOCKS) == file_bytes(reference, skip=LOCKS), chain.describe()
+        index = tmp_path / f"killed{KILL_POINTS - len(left)}"
+        build = contam_build("index", index, corpus[:2])
+        chain = kill_and_resume(build, lambda i=index, b=build: None if published(i) else b, left,
+                                lambda i=index: published(i), tmp_path / "logs")  # fmt: skip
+        assert index_bytes(index) == index_bytes(reference), chain.describe()
         left, kills = left[chain.used :], kills + chain.kills
     assert kills >= ENOUGH_KILLS
+
+
+def test_contam_add_killed_anywhere_and_run_again_ends_with_the_uninterrupted_add(
+    corpus: list[Path], tmp_path: Path
+) -> None:
+    # The third shard is added to an index of the first two; after every kill the same `contam add` runs again.
+    # About half the moments kill just after the new manifest is in place, before the process exits: the add
+    # is then complete, and its rerun finds the shard in the index and skips it. Each such kill ends a user's
+    # session (kills, reruns, a rerun to its end) in a fresh copy of the index; the next one starts another.
+    base = tmp_path / "base"
+    assert main(["contam", "index", "--index", str(base), *map(str, corpus[:2]), "--memory", "2MB",
+                 "--threads", "1", "--no_progress"]) == 0  # fmt: skip
+
+    def copy(name: str) -> tuple[Path, list[str]]:
+        shutil.copytree(base, tmp_path / name)
+        return tmp_path / name, contam_build("add", tmp_path / name, corpus[2:])
+
+    reference, build = copy("reference")
+    uninterrupted = run_timed(build, lambda: published(reference) - 1, tmp_path / "logs")
+    moments = draw_moments(KILL_SEED, KILL_POINTS, start_s=uninterrupted.first_progress_s, work=2)
+    sessions = [[]]
+    for moment in moments:
+        sessions[-1].append(moment)
+        if moment.after:  # after publishing, with no delay
+            sessions.append([])
+    kills = after_publishing = 0
+    for s, session in enumerate(filter(None, sessions)):
+        index, build = copy(f"killed{s}")
+        chain = kill_and_resume(build, lambda b=build: b, session, lambda i=index: published(i) - 1,
+                                tmp_path / "logs")  # fmt: skip
+        assert index_bytes(index) == index_bytes(reference), chain.describe()
+        publisher = next(c for c in chain.children if c.progress)
+        kills, after_publishing = kills + chain.kills, after_publishing + (publisher.returncode == -signal.SIGKILL)
+    assert kills >= ENOUGH_KILLS and after_publishing >= 1
 
 
 KILLED_WRITE = ".{}.0123456789ab.tmp"  # what an atomic write of {} killed before its rename leaves

@@ -191,6 +191,13 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _print_build(console: Console, stats: dict[str, Any], path: Path) -> None:
+    for line in stats["skipped"]:
+        print(line)
+    for line in stats["unrecognized"]:
+        _warn(line)
+    if stats["generation"] is None:
+        print(f"nothing added: the index holds every shard given; index: {path}")
+        return
     console.print(
         f"indexed {stats['tokens']:,} tokens in {stats['docs']:,} documents ({stats['windows']:,} n-gram windows) "
         f"in {stats['seconds']:.1f} s; images missing or unreadable: {stats['missing_images']}; index: {path}",

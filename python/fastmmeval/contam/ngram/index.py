@@ -1,7 +1,8 @@
 """An out-of-core index of hashed n-gram counts over a training corpus.
 
-Folder layout: `DIR/manifest.json` (settings, meta, the generations and their segment files, token and
-document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.ngram.segment` for the file format).
+Folder layout: `DIR/manifest.json` (settings, meta, the generations with the shards and segment files of each,
+token and document totals) and `DIR/seg/<generation>/p<partition>.seg` (see `contam.ngram.segment` for the
+file format).
 `add` maps each source into sorted runs under `DIR/tmp/`, reduces them into one new generation of
 segments, and publishes it by atomically rewriting the manifest last (with `durable`, only once the
 segments and their folders are on disk, so that a power cut cannot leave a published, truncated segment;
@@ -28,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastmmeval import _core
-from fastmmeval.contam.ngram import image_cache, ray_engine
+from fastmmeval.contam.ngram import image_cache, ray_engine, shard_identity
 from fastmmeval.contam.ngram.build import map_sources, merge_runs, reduce_partition, runs_by_partition, segment_file
 from fastmmeval.contam.ngram.segment import NgramIndexError, read_header
 from fastmmeval.contam.ngram.settings import NAMED_MISSING, IndexSettings, ShardSource
@@ -176,9 +177,11 @@ class NgramIndex:
         durable: bool = False,
     ) -> dict[str, Any]:
         """Append the sources as one new generation of segments, published atomically (with `durable`, only once
-        they are on disk); returns stats (tokens, docs, windows, missing_images, missing_image_refs: the first
-        NAMED_MISSING of those named, seconds). With keep_image_tokens, record shards' image tokens are kept in
-        the image cache as they are tokenized."""
+        they are on disk); a source whose shard the index already holds (same identity, `shard_identity`) is
+        skipped, and when every one is, nothing is published. Returns stats (tokens, docs, windows,
+        missing_images, missing_image_refs: the first NAMED_MISSING of those named, seconds, the `generation`
+        published or None, and lines naming the shards `skipped` and those added `unrecognized`). With
+        keep_image_tokens, record shards' image tokens are kept in the image cache as they are tokenized."""
         if keep_image_tokens:
             sources = [image_cache.with_image_cache(s, self.image_cache(write=True)) for s in sources]
         names = [s.name for s in sources]
@@ -188,6 +191,13 @@ class NgramIndex:
         start = time.perf_counter()
         with self._locked("add"):
             self._sweep()
+            plan = shard_identity.plan_add(sources, self._manifest["generations"])
+            told = {"skipped": plan.skipped, "unrecognized": plan.unrecognized}
+            if not plan.sources:
+                nothing = dict.fromkeys(("tokens", "docs", "windows", "missing_images"), 0)
+                return {**nothing, "missing_image_refs": [], "generation": None, **told,
+                        "seconds": time.perf_counter() - start}  # fmt: skip
+            sources, names = plan.sources, [s.name for s in plan.sources]
             gen_id = self._manifest["next_generation"]
             gen_name = f"g{gen_id:06d}"
             run_dir = self.path / "tmp" / gen_name
@@ -208,14 +218,15 @@ class NgramIndex:
             manifest = dict(self._manifest)
             manifest["generations"] = [
                 *self._manifest["generations"],
-                {"id": gen_id, "kind": "add", "sources": names, **counted, "missing_image_refs": named,
-                 "segments": segs},  # fmt: skip
+                {"id": gen_id, "kind": "add", "sources": names, "shards": shard_identity.stamped(plan.shards),
+                 **counted, "missing_image_refs": named, "segments": segs},  # fmt: skip
             ]
             manifest["next_generation"] = gen_id + 1
             manifest["totals"] = {k: self._manifest["totals"][k] + v for k, v in counted.items()}
             self._publish(manifest, seg_dir, durable)
             shutil.rmtree(self.path / "tmp", ignore_errors=True)
-        return {**counted, "missing_image_refs": named, "seconds": time.perf_counter() - start}
+        return {**counted, "missing_image_refs": named, "generation": gen_name, **told,
+                "seconds": time.perf_counter() - start}  # fmt: skip
 
     def _add_local(
         self, sources: Sequence[ShardSource], run_dir: Path, seg_dir: Path, progress: bool
@@ -261,6 +272,7 @@ class NgramIndex:
                     "id": gen_id,
                     "kind": "compact",
                     "sources": [s for gen in gens for s in gen["sources"]],
+                    "shards": [shard for gen in gens for shard in shard_identity.shards_of(gen)],
                     **{k: sum(gen[k] for gen in gens) for k in ("tokens", "docs", "windows", "missing_images")},
                     "missing_image_refs": _named_missing(gens),
                     "segments": {str(p): f"seg/{gen_name}/{segment_file(p)}" for p in sorted(by_part)},

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fastmmeval.contam.ngram.hashing import IMAGE_SEED, TEXT_SEED
 from fastmmeval.contam.ngram.settings import BLOCK_TOKENS, CorpusError, TokenBlock, concat_docs
+from fastmmeval.contam.ngram.shard_identity import file_identity
 
 TOKEN_SUFFIXES = {".u16": np.uint16, ".u32": np.uint32}
 
@@ -59,6 +61,11 @@ class TokenShardSource:
     def missing_images(self) -> int:
         """Always 0: a token shard references no image files."""
         return 0
+
+    def identity(self) -> dict[str, Any]:
+        """What decides this shard's tokens: its two files (resolved path, size, modification time) and modality."""
+        return {"format": "tokens", "files": [file_identity(self.path), file_identity(self.offsets_path)],
+                "modality": self.modality}  # fmt: skip
 
     def _offsets(self) -> tuple[int, np.ndarray]:
         """The shard's token count and its document offsets (memory-mapped)."""

@@ -36,6 +36,7 @@ from fastmmeval.contam.ngram.image_cache import (
     read_entry,
 )
 from fastmmeval.contam.ngram.settings import BLOCK_TOKENS, CorpusError, ShardSource, TokenBlock, concat_docs
+from fastmmeval.contam.ngram.shard_identity import file_identity
 from fastmmeval.contam.ngram.token_shards import TokenShardSource
 from fastmmeval.contam.readers.image_refs import ImageReading, MissingImages
 from fastmmeval.contam.readers.records import Record, iter_json_array, iter_parquet_rows, llava_record, row_record
@@ -93,6 +94,20 @@ class RecordSource:
     def missing_image_refs(self) -> list[str]:
         """The first NAMED_MISSING of those images as 'record <id>: <reference> (<why>)', in corpus order."""
         return list(self._missing.named)
+
+    def identity(self) -> dict[str, Any]:
+        """What decides this shard's tokens: its file (resolved path, size, modification time), the columns read
+        (JSONL and parquet), the tokenizers, and which images are read (root, pixel cap, absolute paths)."""
+        images = self.image_tokenizer is not None
+        columns = [*self.text_fields, *([self.image_field] if images else [])] if self.format != "llava" else None
+        reading = self._reading
+        return {
+            "format": self.format, "files": [file_identity(self.path)], "columns": columns,
+            "text_tokenizer": self.text_tokenizer.fingerprint,
+            "image_tokenizer": self.image_tokenizer.fingerprint if images else None,
+            **({"image_root": str(reading.root.resolve()), "max_pixels": reading.max_pixels,
+                "allow_absolute_paths": reading.allow_absolute} if images else {}),
+        }  # fmt: skip
 
     def with_image_cache(self, cache: ImageTokenCache) -> RecordSource:
         """This source keeping (or looking up) its image tokens in `cache` if it reads images; else itself."""
