@@ -135,18 +135,21 @@ def confined_path(ref: str | Path, root: Path | None, allow_absolute: bool = Fal
     return joined
 
 
-def image_flags(parser: argparse.ArgumentParser) -> None:
-    """Add `--max_image_pixels` and `--allow_absolute_image_paths` to a subcommand that reads task images."""
+TASK_IMAGES_HELP = (
+    "a doc whose image declares more pixels fails as unreadable, refused before decoding",
+    "open absolute image paths in dataset rows (by default only paths inside the dataset's image_root, "
+    "and absolute ones where the task file's dataset says allow_absolute_paths: true)",
+)
+
+
+def image_flags(parser: argparse.ArgumentParser, helps: tuple[str, str] = TASK_IMAGES_HELP) -> None:
+    """Add `--max_image_pixels` and `--allow_absolute_image_paths` to a subcommand that reads images;
+    `helps` says what each does there (by default: to task images)."""
+    cap_help, absolute_help = helps
     parser.add_argument(
         "--max_image_pixels",
         type=positive_int,
         default=DEFAULT_MAX_PIXELS,
-        help="a doc whose image declares more pixels fails as unreadable, refused before decoding "
-        f"(default {DEFAULT_MAX_PIXELS:,})",
+        help=f"{cap_help} (default {DEFAULT_MAX_PIXELS:,})",
     )
-    parser.add_argument(
-        "--allow_absolute_image_paths",
-        action="store_true",
-        help="open absolute image paths in dataset rows (by default only paths inside the dataset's image_root, "
-        "and absolute ones where the task file's dataset says allow_absolute_paths: true)",
-    )
+    parser.add_argument("--allow_absolute_image_paths", action="store_true", help=absolute_help)

@@ -16,7 +16,7 @@ from rich.console import Console
 from fastmmeval.argtypes import int_range, name_list, non_negative_int, positive_int, unit_float
 from fastmmeval.console import print_table
 from fastmmeval.errors import ConfigError
-from fastmmeval.images import DEFAULT_MAX_PIXELS
+from fastmmeval.images import image_flags
 
 if TYPE_CHECKING:
     from fastmmeval.contam import Tokenizers
@@ -73,16 +73,12 @@ def _add_corpus_flags(p: argparse.ArgumentParser) -> None:
         help="index/add: do not keep record shards' image tokens in the index (DIR/image_tokens); "
         "scan: tokenize the corpus's images again instead of reading them from there",
     )  # fmt: skip
-    p.add_argument(
-        "--max_image_pixels", type=positive_int, default=DEFAULT_MAX_PIXELS,
-        help="an image (of the corpus; with scan, of the benchmark too) declaring more pixels is not decoded "
-        f"and counts as unreadable (default {DEFAULT_MAX_PIXELS:,})",
-    )  # fmt: skip
-    p.add_argument(
-        "--allow_absolute_image_paths", action="store_true",
-        help="read absolute image paths of record shards (with scan, of the benchmark too); refused by default, "
-        "like relative paths leaving the image root",
-    )  # fmt: skip
+    image_flags(p, (
+        "an image (of the corpus; with scan, of the benchmark too) declaring more pixels is not decoded and counts "
+        "as unreadable",
+        "read absolute image paths of record shards (with scan, of the benchmark too); refused by default, like "
+        "relative paths leaving the image root",
+    ))  # fmt: skip
 
 
 def _add_fsync_flag(p: argparse.ArgumentParser) -> None:
