@@ -211,10 +211,20 @@ def test_tasks_info_without_network_prints_the_card_fast(tmp_path: Path) -> None
         "(data_error says what is missing)"]
 
 
-
 def test_a_run_whose_model_cannot_load_leaves_no_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = run_argv(write_tasks(tmp_path / "tasks"), tmp_path / "runs")
     argv[argv.index("--model_args") + 1] = "no_such_arg=1"
     assert main(argv) == 1
     assert "no_such_arg" in one_error_line(capsys.readouterr().err)
     assert list((tmp_path / "runs").iterdir()) == []  # nothing for a later --resume to take for a run
+
+
+def test_a_pipe_closed_after_the_first_lines_is_not_rich_s_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    class ClosedAfterTheTable(io.StringIO):  # `fastmmeval tasks | head -1`: the table got out, the group lines not
+        def write(self, text: str) -> int:
+            if text.startswith("group "):
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            return super().write(text)
+
+    monkeypatch.setattr(sys, "stdout", ClosedAfterTheTable())
+    assert main(["tasks"]) == 141

@@ -11,12 +11,11 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fastmmeval.argtypes import name_list, non_negative_int, positive_float, positive_int, seed_int
-from fastmmeval.console import print_table
+from fastmmeval.console import print_table, stdout_console
 from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.hub import go_offline, hub_offline, hub_reachable
 from fastmmeval.images import image_flags
@@ -210,7 +209,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
     )
     if not ranks.is_main:
         return 0
-    console = Console()
+    console = stdout_console()
     print_table(results_table(results), console)
     overall = (run.read_json("results.json") or {}).get("overall")
     if overall and overall.get("overall") is not None:
@@ -273,7 +272,7 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
         mode = mode_label(c.output_type, c.mc_mode)
         docs = str(c.docs) if c.docs is not None else ("" if c.doc_ids is None else str(len(c.doc_ids)))
         table.add_row(name, ",".join(c.group), mode, source, c.split, docs, ",".join(c.metric_keys or c.metrics))
-    console = Console()
+    console = stdout_console()
     print_table(table, console)
     for group, members in sorted(catalog.groups.items()):
         console.print(f"group {group}: {', '.join(members)}", soft_wrap=True, markup=False)
@@ -286,7 +285,7 @@ def _print_card(config: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(card, indent=2, ensure_ascii=False))
         return
-    console = Console()
+    console = stdout_console()
     table = Table(title=f"protocol card: {card['task']}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")

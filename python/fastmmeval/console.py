@@ -10,9 +10,21 @@ from rich.table import Table
 from rich.text import Text
 
 
-def print_table(table: Table, console: Console | None = None) -> None:
-    """Print `table` to `console` (default: stdout): a rich table in a terminal, else plain lines."""
-    console = console or Console()
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own answer to a closed pipe is SystemExit(1); ours is the BrokenPipeError the CLI ends
+        # quietly on (exit 141), like any other write to a closed pipe.
+        raise BrokenPipeError
+
+
+def stdout_console() -> Console:
+    """A rich console on stdout for the CLI's output."""
+    return _Console()
+
+
+def print_table(table: Table, on: Console | None = None) -> None:
+    """Print `table` to `on` (default: stdout): a rich table in a terminal, else plain lines."""
+    console = on or _Console()
     if console.is_terminal:
         for column in table.columns:  # a narrow terminal folds a cell onto more lines instead of cutting it
             column.overflow = "fold"

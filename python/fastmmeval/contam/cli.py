@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from fastmmeval.argtypes import int_range, name_list, non_negative_int, positive_int, unit_float
-from fastmmeval.console import print_table
+from fastmmeval.console import print_table, stdout_console
 from fastmmeval.errors import ConfigError
 from fastmmeval.images import image_flags
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fastmmeval.contam import Tokenizers
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
@@ -217,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
     """Run one `contam` subcommand."""
     from fastmmeval.contam import NgramIndex, choose_tokenizers, index_tokenizers
 
-    console = Console()
+    console = stdout_console()
     command = args.contam_command
     if command == "index":
         tokenizers = choose_tokenizers(args.text_tokenizer, args.image_tokenizer)

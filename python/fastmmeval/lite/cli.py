@@ -6,11 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from fastmmeval.argtypes import float_range, name_list, positive_int, seed_int, unit_float
-from fastmmeval.console import print_table
+from fastmmeval.console import print_table, stdout_console
 from fastmmeval.images import image_flags
 from fastmmeval.lite.embed import IMAGE_ENCODERS, TEXT_ENCODERS
 
@@ -72,7 +71,7 @@ def _cmd_select(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col in ("Docs", "Chosen", "Covering radius") else "left")
     for s in selections:
         table.add_row(s.task, str(s.n_docs), str(len(s.doc_ids)), _fmt(s.covering_radius, ".4f"), s.note)
-    console = Console()
+    console = stdout_console()
     print_table(table, console)
     names = ",".join(f"{s.task}_lite" for s in selections)
     console.print(f"written to {args.out}; run with: fastmmeval run --include_path {args.out} --tasks {names} ...",
@@ -97,7 +96,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         table.add_row(r["task"], r["metric"], str(r["n_full"]), str(r["n_lite"]), str(r["n_models"]),
                       _fmt(c["pearson"]), _fmt(c["spearman"]), _fmt(c["kendall"]), _fmt(r["mean_abs_gap"], ".2f"),
                       f"{o['preserved']}/{o['significant']}", verdict)
-    console = Console()
+    console = stdout_console()
     print_table(table, console)
     for r in report["tasks"]:
         for line in r["reasons"]:
