@@ -195,7 +195,8 @@ def test_in_a_terminal_the_name_column_is_never_cut(
 
 
 def test_tasks_info_without_network_prints_the_card_fast(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")  # as `make test` sets them
+    env = {k: v for k, v in os.environ.items() if k not in offline}
     env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # refused at once, as with no network
     # datasets is imported first so that its import time is not counted, and to check that offline mode
     # still reaches a hub library that read its settings before.
