@@ -235,3 +235,13 @@ def test_hub_rows_decoded_by_datasets_are_held_to_the_run_s_cap(monkeypatch: pyt
     with pytest.raises(DocError, match="unreadable|cannot be decoded") as read:
         rows[1]  # now decoded, and found truncated
     assert "DecompressionBombError" not in str(read.value)
+
+
+def test_docs_failing_on_different_image_files_are_one_reason(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    tasks = write_task(tmp_path / "tasks", ROWS, {"0.png": png()})  # 1.png, 2.png and 3.png are missing
+    assert run(tasks, tmp_path / "runs") == 0
+    err = capsys.readouterr().err
+    assert "img_qa: 3 of 4 docs failed" in err
+    [reason] = [line for line in err.splitlines() if line.startswith("  ")]
+    assert reason.startswith("  3 x unreadable image: field 'image': unreadable image <path>: FileNotFoundError")
+    assert "(e.g. field 'image': unreadable image " in reason and "1.png" in reason  # one of them, in full

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,9 @@ from typing import Any
 import fastmmeval
 from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.util import remove_stale_temps, write_json_atomic
+
+# A file path inside a failure message (an image, a shard), quoted or not: the part that differs per doc.
+_PATH = re.compile(r"""'[^'\s]*/[^']*'|"[^"\s]*/[^"]*"|(?<![\w'":/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+""")
 
 
 class RunDir:
@@ -119,14 +123,22 @@ class RunDir:
         return done
 
     def failure_reasons(self, task: str) -> list[tuple[int, str, str]]:
-        """(count, failure kind, message) of the failed docs of `task`, most frequent first; messages are
-        grouped with the task and doc id they start with taken off."""
+        """(count, failure kind, message) of the failed docs of `task`, most frequent first. Messages are
+        grouped with the task and doc id they start with taken off and file paths read as `<path>`; a group
+        of several messages shows the first as an example."""
         counts: Counter[tuple[str, str]] = Counter()
+        examples: dict[tuple[str, str], set[str]] = {}
         for doc_id, sample in self.completed(task, repair=False).items():
             if sample.get("failed"):
                 reason = sample["failed"].removeprefix(f"task {task}, doc {doc_id}").lstrip(",: ")
-                counts[(sample.get("failure_kind") or "other", reason)] += 1
-        return sorted(((n, kind, reason) for (kind, reason), n in counts.items()), key=lambda r: (-r[0], r[1:]))
+                key = (sample.get("failure_kind") or "other", _PATH.sub("<path>", reason))
+                counts[key] += 1
+                examples.setdefault(key, set()).add(reason)
+        rows = []
+        for (kind, grouped), n in counts.items():
+            seen = examples[(kind, grouped)]
+            rows.append((n, kind, next(iter(seen)) if len(seen) == 1 else f"{grouped} (e.g. {min(seen)})"))
+        return sorted(rows, key=lambda r: (-r[0], r[1:]))
 
     def append(self, task: str, samples: list[dict[str, Any]]) -> None:
         """Append finished samples and make them durable before returning."""
