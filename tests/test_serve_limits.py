@@ -236,3 +236,24 @@ def test_the_key_is_a_bearer_token_and_never_logged(caplog: pytest.LogCaptureFix
             assert KEY not in json.dumps(answer)
         assert post(handle, chat())[0] == 401
     assert KEY not in caplog.text
+
+
+def test_bodies_in_flight_are_bounded_together() -> None:
+    limits = Limits(read_timeout_s=2.0, max_body_bytes=1000, max_inflight_bytes=1500)
+    with start_server(ImageEcho(), limits=limits) as handle:
+        stalled = socket.create_connection((handle.host, handle.port), timeout=5)
+        try:  # a client that declared 1,000 bytes and sends them slowly holds them
+            stalled.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 1000\r\n\r\n{")
+            time.sleep(0.2)
+            received, seconds = raw(handle, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                            b"application/json\r\nContent-Length: 600\r\n\r\n" + b" " * 600)
+            assert received.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in received and seconds < 2
+            assert json.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "server_busy"
+            assert post(handle, chat())[0] == 200  # a small body still fits beside it
+        finally:
+            stalled.close()
+        time.sleep(0.3)  # the stalled request ends (its connection closed) and gives its bytes back
+        assert post(handle, json.dumps(chat()).encode() + b" " * 900)[0] == 200
+    with pytest.raises(ConfigError, match="max_inflight_mb must hold at least one body"):
+        Limits(max_body_bytes=1000, max_inflight_bytes=999)

@@ -5,7 +5,7 @@ for multiple-choice scoring) and `GET /health`. Errors use OpenAI's error JSON: 
 request, 401 for a missing or wrong key (when the server has one), 404 for an unknown model or path,
 408 for a body that did not arrive in time, 413 for a body over the limit (see `limits`), 422 when the
 model could not answer this request (the reason is in the message; retrying will not help), 503 while
-shutting down, 500 for anything else.
+shutting down or too busy (bodies in flight over their budget), 500 for anything else.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
@@ -52,6 +53,7 @@ class Server:
         self.default_max_tokens = default_max_tokens
         self.created = int(time.time())
         self.pool = ThreadPoolExecutor(PREPARE_WORKERS, thread_name_prefix="fastmmeval-serve-prepare")
+        self._inflight_bytes = 0
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
@@ -86,16 +88,35 @@ class Server:
 
     async def chat_completions(self, http: web.Request) -> web.Response:
         """A chat completion (n=1) of the posted messages."""
-        request = await self._parse(http, lambda body: fmt.chat_request(
-            body, self.default_max_tokens, self.limits.max_image_pixels))
-        response = await self._answer(request)
-        return web.json_response(fmt.chat_completion(request, response, self.served_name))
+        with self._inflight(http):
+            request = await self._parse(http, lambda body: fmt.chat_request(
+                body, self.default_max_tokens, self.limits.max_image_pixels))
+            response = await self._answer(request)
+            return web.json_response(fmt.chat_completion(request, response, self.served_name))
 
     async def loglikelihood(self, http: web.Request) -> web.Response:
         """Summed log-probabilities and greediness of each posted continuation after the messages."""
-        request = await self._parse(http, lambda body: fmt.loglikelihood_request(body, self.limits.max_image_pixels))
-        response = await self._answer(request)
-        return web.json_response(fmt.loglikelihood_result(request, response, self.served_name))
+        with self._inflight(http):
+            request = await self._parse(
+                http, lambda body: fmt.loglikelihood_request(body, self.limits.max_image_pixels))
+            response = await self._answer(request)
+            return web.json_response(fmt.loglikelihood_result(request, response, self.served_name))
+
+    @contextmanager
+    def _inflight(self, http: web.Request) -> Iterator[None]:
+        """Count the request's body against the bytes all requests in flight may hold (on the event loop
+        only, so no lock); over it, 503 at once with a Retry-After."""
+        self._check_declared_size(http)
+        size = http.content_length if http.content_length is not None else self.limits.max_body_bytes
+        if self._inflight_bytes + size > self.limits.max_inflight_bytes:
+            raise fmt.RequestError(f"the server is busy: requests in flight hold {self._inflight_bytes} bytes of "
+                                   f"their {self.limits.max_inflight_bytes}; retry later", status=503,
+                                   type_="server_error", code="server_busy")
+        self._inflight_bytes += size
+        try:
+            yield
+        finally:
+            self._inflight_bytes -= size
 
     async def _parse(self, http: web.Request, build: Build) -> Request:
         """The Request `build` makes of the posted JSON object (checked to name the served model);
@@ -162,8 +183,9 @@ class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 def _error_response(error: fmt.RequestError) -> web.Response:
     """The error's OpenAI JSON answer."""
-    response = web.json_response(error.body(), status=error.status)
-    if error.status in (408, 413):  # the rest of the body is not read: this connection serves no more requests
+    busy = error.code == "server_busy"
+    response = web.json_response(error.body(), status=error.status, headers={"Retry-After": "1"} if busy else None)
+    if error.status in (408, 413) or busy:  # the body is not read (all): this connection serves no more requests
         response.force_close()
     return response
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from fastmmeval.argtypes import non_negative_float, port_int, positive_float, positive_int
 from fastmmeval.errors import ConfigError
-from fastmmeval.serve.limits import READ_TIMEOUT_S, SERVE_MAX_PIXELS, Limits, check_exposure
+from fastmmeval.serve.limits import MAX_INFLIGHT_BYTES, READ_TIMEOUT_S, SERVE_MAX_PIXELS, Limits, check_exposure
 
 
 def add_parser(sub: Any) -> None:
@@ -34,6 +34,9 @@ def add_parser(sub: Any) -> None:
                    help="an image declaring more pixels (or a request's images together) is refused (400)")
     p.add_argument("--read_timeout_s", type=positive_float, default=READ_TIMEOUT_S,
                    help="headers, then the body, must arrive within this many seconds")
+    p.add_argument("--max_inflight_mb", type=positive_int, default=MAX_INFLIGHT_BYTES // 2**20,
+                   help="MiB of request bodies all requests in flight may hold together; beyond, 503 at once "
+                        "(a body without a declared length counts as the 64 MiB limit)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -48,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--api_key_env: the environment variable {args.api_key_env} is not set or empty")
     # Everything start_server would refuse is refused before the model takes its time to load.
     check_exposure(args.host, api_key is not None)
-    limits = Limits(max_image_pixels=args.max_image_pixels, read_timeout_s=args.read_timeout_s)
+    limits = Limits(max_image_pixels=args.max_image_pixels, read_timeout_s=args.read_timeout_s,
+                    max_inflight_bytes=args.max_inflight_mb * 2**20)
     model = MODELS.get(args.model).from_args(parse_model_args(args.model_args))
     handle = start_server(model, args.host, args.port, args.served_model_name, max_batch=args.max_batch,
                           batch_window_s=args.batch_window_ms / 1000, default_max_tokens=args.max_tokens,

@@ -19,6 +19,9 @@ SERVE_MAX_PIXELS = 4096 * 4096
 # Headers must arrive within this of the connection opening (or of the previous answer), a body
 # within this of its headers: a stalled client holds its connection no longer.
 READ_TIMEOUT_S = 60.0
+# Request bodies being read, parsed or answered at once, together (a body without a declared length counts
+# as the largest allowed): 16 bodies at the limit; beyond it a request gets 503 at once, not more memory.
+MAX_INFLIGHT_BYTES = 16 * MAX_BODY_BYTES
 # Header fields per request (aiohttp bounds each line and field to 8190 bytes): 512 KiB at most.
 MAX_HEADERS = 64
 # After refusing a body (413, 408), how long the server reads and discards what the client still
@@ -33,6 +36,7 @@ class Limits:
     max_body_bytes: int = MAX_BODY_BYTES
     read_timeout_s: float = READ_TIMEOUT_S
     max_image_pixels: int | None = SERVE_MAX_PIXELS
+    max_inflight_bytes: int = MAX_INFLIGHT_BYTES
 
     def __post_init__(self) -> None:
         if self.max_image_pixels is not None and self.max_image_pixels <= 0:
@@ -41,6 +45,8 @@ class Limits:
             raise ConfigError(f"serve: --read_timeout_s must be a positive number, got {self.read_timeout_s}")
         if self.max_body_bytes <= 0:
             raise ConfigError(f"serve: the body limit must be positive, got {self.max_body_bytes}")
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ConfigError(f"serve: --max_inflight_mb must hold at least one body of {self.max_body_bytes} bytes")
 
 
 def check_exposure(host: str, has_key: bool) -> None:
