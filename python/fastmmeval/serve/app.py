@@ -146,9 +146,8 @@ class Server:
         return await _default_expect_handler(http)
 
     async def _read(self, http: web.Request) -> bytes:
-        """The body: refused at once when it declares more than the limit, when it grows past it
-        (chunked), or when it does not arrive within the read timeout."""
-        self._check_declared_size(http)
+        """The body (its declared size already checked by `_inflight`): refused when it grows past the
+        limit (chunked) or does not arrive within the read timeout."""
         try:
             return await asyncio.wait_for(http.read(), self.limits.read_timeout_s)
         except web.HTTPRequestEntityTooLarge:
