@@ -32,7 +32,7 @@ def test_a_child_file_holds_only_what_differs(tmp_path: Path) -> None:
     assert config.task == "my_vqa_small" and config.split == "small" and config.group == ("mine",)
     assert config.generation.max_new_tokens == 8 and config.generation.stop == ("\n",)  # mappings merge
     assert config.doc_to_messages == parent.doc_to_messages and config.metrics == parent.metrics
-    assert config.lmms_eval is not None and config.lmms_eval.differences == ("one", "two")
+    assert config.lmms_eval is not None and list(config.lmms_eval.differences.values()) == ["one", "two"]
     assert config.dataset.base_dir == str(tmp_path)
 
 

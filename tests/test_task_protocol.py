@@ -119,7 +119,8 @@ def test_the_protocol_card_shows_the_data_prompt_metrics_and_differences(hub, mo
     assert card["docs_expected"] == 3 and card["docs"] == 3 and card["where"] == {"category": "kept"}
     assert card["metrics"] == {"exact_match": "hub_accuracy"} and card["process_doc"] == "test_upper_answer"
     assert card["example"]["messages"] == ["[user] <image>Is this photo number 0?\nAnswer yes or no."]
-    assert card["example"]["target"] == ["YES"] and card["differences_from_lmms_eval"] == ["none: an example"]
+    assert card["example"]["target"] == ["YES"]
+    assert list(card["differences_from_lmms_eval"].values()) == ["none: an example"]
     assert card["lmms_eval_task"] == "hub_yesno" and len(card["protocol_fingerprint"]) == 16
 
 

@@ -147,7 +147,7 @@ def test_a_judge_task_reads_lmms_eval_data_and_generation_settings(task: str) ->
     assert config.generation.temperature == kwargs.get("temperature", 0)
     assert config.generation.top_p == kwargs.get("top_p", 1.0)
     assert config.generation.stop == tuple(kwargs.get("until", ()))  # without one, lmms-eval's default "\n\n":
-    assert "until" in kwargs or any("No stop string" in d for d in config.lmms_eval.differences)  # a listed difference
+    assert "until" in kwargs or any("No stop string" in d for d in config.lmms_eval.differences.values())
     assert config.lmms_eval is not None and config.lmms_eval.differences and config.group == ("judge",)
     assert config.lmms_eval.task == reference["task"] == (task if task != "mathvista_testmini" else f"{task}_format")
 

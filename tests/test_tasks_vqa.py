@@ -290,8 +290,8 @@ def test_a_lite_task_is_its_full_task_on_lmms_eval_lite_data(bench: Bench) -> No
     protocol = [f.name for f in fields(full) if f.name not in differ]
     assert {n: getattr(lite, n) for n in protocol} == {n: getattr(full, n) for n in protocol}
     assert lite.lmms_eval is not None and full.lmms_eval is not None
-    differences = [d.replace("gqa_lite", "gqa") for d in lite.lmms_eval.differences]
-    assert differences == list(full.lmms_eval.differences)
+    differences = [d.replace("gqa_lite", "gqa") for d in lite.lmms_eval.differences.values()]
+    assert differences == list(full.lmms_eval.differences.values())
     doc = bench.rows()[0]
     assert lmms_eval_prompt(bench.lmms_dir, f"{bench.task}_lite.yaml", doc) == lmms_eval_prompt(
         bench.lmms_dir, f"{bench.task}.yaml", doc)  # fmt: skip

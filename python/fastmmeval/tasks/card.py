@@ -51,7 +51,8 @@ def protocol_card(config: TaskConfig) -> dict[str, Any]:
         "judge": judges or None,
         "protocol_fingerprint": config.fingerprint(),
         "lmms_eval_task": config.lmms_eval.task if config.lmms_eval else None,
-        "differences_from_lmms_eval": list(config.lmms_eval.differences) if config.lmms_eval else [],
+        "differences_from_lmms_eval": dict(config.lmms_eval.differences) if config.lmms_eval else {},
+        "notes_on_lmms_eval": list(config.lmms_eval.notes) if config.lmms_eval else [],
     }
     try:
         refs = task.doc_refs()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,16 +29,20 @@ GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 # A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
-LMMS_EVAL_KEYS = {"task", "differences"}
+LMMS_EVAL_KEYS = {"task", "differences", "notes"}
+# Ids given to the entries of a `differences` list (the form before ids); a parity check refuses them.
+UNNAMED_DIFFERENCE = "unnamed_"
 
 
 @dataclass(frozen=True)
 class LmmsEvalRef:
-    """The lmms-eval 0.7.3 task this one reproduces, and each deliberate difference from it
-    (what differs and its effect on the score)."""
+    """The lmms-eval 0.7.3 task this one reproduces; each deliberate difference from it by id (what
+    differs and its effect on the score or the prompt), and notes on what is the same although it
+    may not look so."""
 
     task: str
-    differences: tuple[str, ...] = ()
+    differences: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -241,7 +246,21 @@ def _parse_lmms_eval(r: _Reader, data: LineDict) -> LmmsEvalRef | None:
     if ref is None:
         return None
     r.check_keys(ref, LMMS_EVAL_KEYS, "lmms_eval")
-    return LmmsEvalRef(task=r.get(ref, "task", str), differences=r.str_list(ref, "differences", ()))
+    notes = r.str_list(ref, "notes", ())
+    return LmmsEvalRef(task=r.get(ref, "task", str), differences=_differences(r, ref), notes=notes)
+
+
+def _differences(r: _Reader, ref: LineDict) -> dict[str, str]:
+    """`differences: {id: text}` (ids are snake_case); a list of texts gets ids unnamed_1, ..."""
+    value = r.get(ref, "differences", (dict, list), {})
+    unnamed = ((f"{UNNAMED_DIFFERENCE}{i}", text) for i, text in enumerate(value, 1))
+    items = value.items() if isinstance(value, dict) else unnamed
+    out = {}
+    for key, text in items:
+        if not isinstance(key, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", key) or not isinstance(text, str):
+            raise r.fail(ref, "differences", f"each entry is snake_case_id: text, got {key!r}: {text!r}")
+        out[key] = text
+    return out
 
 
 def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:
