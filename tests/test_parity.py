@@ -1,0 +1,56 @@
+"""Every benchmark task scores what lmms-eval 0.7.3's own code scores on the same responses, and
+builds the prompt it builds, except where its task file lists a difference, each shown here.
+
+For each task with a fixture (tests/parity_cases/<family>.py: a `ParityCase` with rows in the hub
+schema and extra responses), `fastmmeval.parity.check_task` scores the generic response pool plus
+the extra responses with lmms-eval's process_results / filters / aggregations and with ours, and
+compares the prompts. Each mismatch must be explained by a difference the task file lists (its id
+names a registered explainer, python/fastmmeval/parity/differences/), and each listed difference
+must explain at least one mismatch: the list can be neither incomplete nor stale. To add a task,
+append a ParityCase to its family's CASES (a new family gets a new module there)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import parity_cases
+import pytest
+from parity_case import ParityCase
+from task_fixtures import save_split, task_config
+
+from fastmmeval.parity import EXPLAINERS, check_task, report_lines
+from fastmmeval.tasks.catalog import Catalog
+from fastmmeval.tasks.sources import DATA_DIR_ENV
+from fastmmeval.tasks.task import Task
+
+CASES: list[ParityCase] = [
+    case
+    for module in pkgutil.iter_modules(parity_cases.__path__)
+    for case in importlib.import_module(f"parity_cases.{module.name}").CASES
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.task)
+def test_scores_and_prompt_equal_lmms_eval_s_but_for_listed_differences(
+    case: ParityCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    config = task_config(case.task)
+    save_split(tmp_path, config, case.rows(), case.features)
+    report = check_task(Task(config), extra=case.extra, peer=case.peer() if case.peer else None)
+    summary = "\n".join(report_lines(report, examples=5))
+    assert not report.unnamed, summary
+    assert not report.unexplained, summary
+    assert not report.unshown, summary
+    assert report.cases >= 20 * report.docs // 2, summary  # the pool, not a handful of answers
+
+
+def test_every_listed_difference_names_an_explainer() -> None:
+    catalog = Catalog()
+    for name in catalog.tasks:
+        ref = catalog.tasks.get(name).lmms_eval
+        for difference in ref.differences if ref else ():
+            if not difference.startswith("unnamed_"):
+                assert difference in EXPLAINERS, f"task {name}: difference {difference!r} has no explainer"
