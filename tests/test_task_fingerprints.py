@@ -52,6 +52,8 @@ PINNED = {
     "refcoco_bbox_val_lite": "42e4ff0e9293c917",
     "refcocog_bbox_val": "0bc70b5f22085f9e",
     "scienceqa_img": "48d2209bbc210cef",
+    "screenspot_rec_test": "1e32651672ae37d3",
+    "screenspot_reg_test": "f4e48ce4de746f19",
     "seedbench": "92c9cf4d07eb119b",
     "seedbench_lite": "1e42ed1a727163f3",
     "textcaps_val": "58df20e0fcda87c8",
