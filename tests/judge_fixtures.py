@@ -123,6 +123,15 @@ class ScriptedJudge(_Scripted):
                 return Response(request.id, error="HTTP 500: scripted judge failure")
             score = (4 if self.args.harsh else 8) if answer.strip() == reference.strip() else 2
             return Response(request.id, text=f"8 {score}\nCompared with the reference (scripted).")
+        if prompt.startswith("You are a strict evaluator assessing answer correctness."):  # lmms-eval's binary prompt
+            truth = prompt.split("Ground Truth Answer:\n```\n", 1)[1].split("\n```\n", 1)[0].strip()
+            answer = prompt.split("Model Prediction:\n```\n", 1)[1].split("\n```\n\n# Evaluation Rules", 1)[0]
+            if self.args.fail_on and self.args.fail_on in answer:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
+            if self.args.garbage_on and self.args.garbage_on in answer:
+                return Response(request.id, text="I would rather not grade this one.")
+            right = re.search(rf"(?<![\w.]){re.escape(truth)}\W*$", answer) is not None  # the answer ends with it
+            return Response(request.id, text="1" if right else "0")
         sections = dict(_SECTION.findall(prompt))
         answer = (sections.get("Answer to grade") or sections.get("Answer 2") or sections.get("Answer", "")).strip()
         if self.args.fail_on and self.args.fail_on in answer:

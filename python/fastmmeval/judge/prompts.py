@@ -392,3 +392,58 @@ PROMPTS.add("mmbench_option", JudgePrompt(
     level="nominal",
     agreement_value=lambda v: "Z" if v is None else v,
 ))
+_BINARY_REPLY = re.compile(r"^[\W_]*(?:(?:score|answer)\s*:[\W_]*)?([01])(?:\.0+)?(?![\d.]*\d)", re.IGNORECASE)
+
+
+def _read_binary(raw: str, case: JudgeInput) -> int:
+    """1 (correct) or 0 (wrong): the digit the reply starts with, after any markup and a
+    "Score:" / "Answer:" label ("**1**", "[0]", "Score: 1", "1.0", "0 (the unit is wrong)"); any other reply
+    ("10", "0.5", "I cannot tell") is unreadable."""
+    match = _BINARY_REPLY.match(raw.strip())
+    if match is None:
+        raise JudgmentError(f"judgment does not start with 1 or 0: {raw[:80]!r}")
+    return int(match.group(1))
+
+
+# lmms-eval 0.7.3's generic correctness prompt (`lmms_eval.llm_judge.prompt.BINARY_JUDGE_PROMPT`,
+# output format "0/1", as `JudgePromptBuilder.build_binary_prompt` fills it and MathVerse's
+# `score_answer` sends it): one user message with the question, the ground truth and the prediction.
+PROMPTS.add("lmms_eval_binary", JudgePrompt(
+    name="lmms_eval_binary",
+    version=1,
+    system="",
+    template="""You are a strict evaluator assessing answer correctness. You must output 1 for fully correct \
+answers and 0 for any other case.
+
+# Input
+Question:
+```
+{question}
+```
+Ground Truth Answer:
+```
+{reference}
+```
+Model Prediction:
+```
+{answer}
+```
+
+# Evaluation Rules
+- The model prediction may contain the reasoning process, you should spot the final answer from it.
+- For multiple-choice questions: Score 1 if the predicted answer matches the ground truth answer, it can be \
+directly in option letters or the content of the options.
+- For open-ended questions:
+  * Score 1 if the prediction matches the answer semantically, it can be in different format.
+  * Score 0 for partially correct answers or answers with extra incorrect information, even if the reasoning \
+process is correct.
+- Ignore minor differences in formatting, capitalization, or spacing since the model may explain in a different way.
+- Treat numerical answers as correct if they match within reasonable precision
+- For questions requiring units, both value and unit must be correct
+
+# Strict Output format
+1 or 0""",
+    read=_read_binary,
+    level="nominal",
+    agreement_value=str,
+))
