@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from parity_case import ParityCase
-from test_tasks_mcq import AI2D, ai2d_rows
+from test_tasks_mcq import AI2D, SCIENCEQA, ai2d_rows, scienceqa_rows
 
 CASES = [
     ParityCase("ai2d", ai2d_rows, AI2D),
+    ParityCase("scienceqa_img", scienceqa_rows, SCIENCEQA),
 ]
