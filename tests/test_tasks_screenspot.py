@@ -209,8 +209,8 @@ def test_an_answer_is_read_as_lmms_eval_reads_it_and_points_too() -> None:
 
 
 def test_a_flipped_box_scores_zero_where_lmms_eval_divides_by_zero() -> None:
-    """Listed difference flipped_box_scores_zero: the target box with its y corners swapped has
-    the negative of its area, so lmms-eval's union is 0."""
+    """The target box with its y corners swapped has the negative of its area, so lmms-eval's
+    union is 0 (a note of the task file: where lmms-eval scores a flipped box, it is 0 too)."""
     (row,) = screenspot_rec_test_rows()[:1]
     x1, y1, x2, y2 = row["bbox"]
     flipped = box_text([x1, y2, x2, y1])
