@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -23,3 +24,4 @@ class ParityCase:
     extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
     peer: Callable[[], PeerTask] | None = None
     judge: bool = False  # our side needs the scripted judge (tests/judge_fixtures.py)
+    save_more: Callable[[Path], None] | None = None  # saves other data the task reads (e.g. an image config)

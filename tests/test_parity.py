@@ -39,6 +39,8 @@ def test_scores_and_prompt_equal_lmms_eval_s_but_for_listed_differences(
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     config = task_config(case.task)
     save_split(tmp_path, config, case.rows(), case.features)
+    if case.save_more:
+        case.save_more(tmp_path)
     report = check_task(Task(config), extra=case.extra, peer=case.peer() if case.peer else None)
     summary = "\n".join(report_lines(report, examples=5))
     assert not report.unnamed, summary
