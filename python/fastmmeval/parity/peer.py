@@ -276,12 +276,14 @@ class PeerTask:
                         continue
                     values = [i[name][metric] for i in items if metric in i[name]]
                     aggregation = entry.get("aggregation", "mean")
-                    if isinstance(aggregation, _Hook):
+                    if not values:  # no doc returned it: lmms-eval's evaluator has no sample_metrics entry to report
+                        out[f"{metric},{name}"] = None
+                    elif isinstance(aggregation, _Hook):
                         module, fn_name = aggregation.ref.rsplit(".", 1)
                         fn = getattr(self.module(module), fn_name)
                         out[f"{metric},{name}"] = _call_aggregation(fn, values)
                     else:
-                        out[f"{metric},{name}"] = registry.get_aggregation(aggregation)(values) if values else None
+                        out[f"{metric},{name}"] = registry.get_aggregation(aggregation)(values)
         return out
 
 

@@ -24,13 +24,19 @@ def _scored(m: Mismatch) -> bool:
     return m.kind in ("score", "aggregate") and m.theirs_with is not None
 
 
+def _cut(response: str, stops: tuple[str, ...]) -> str:
+    """`response` as our backends return it: up to its first stop string (maybe nothing)."""
+    cut = cut_at_stop(response, stops)
+    return response if cut is None else cut
+
+
 @EXPLAINERS.register("stop_string")
 def stop_string(m: Mismatch, task: Task) -> bool:
     """Our responses end at the task's stop strings; lmms-eval's chat models do not cut at `until`."""
     stops = task.config.generation.stop
     if not _scored(m) or not stops or not any(s in r for r in m.responses for s in stops):
         return False
-    return same_value(m.theirs_with(lambda r: cut_at_stop(r, stops) or r), m.ours)  # type: ignore[misc]
+    return same_value(m.theirs_with(lambda r: _cut(r, stops)), m.ours)  # type: ignore[misc]
 
 
 @EXPLAINERS.register("stripped")
@@ -39,7 +45,7 @@ def stripped(m: Mismatch, task: Task) -> bool:
     if not _scored(m) or all(r == r.strip() for r in m.responses):
         return False
     stops = task.config.generation.stop
-    return same_value(m.theirs_with(lambda r: (cut_at_stop(r, stops) or r).strip()), m.ours)  # type: ignore[misc]
+    return same_value(m.theirs_with(lambda r: _cut(r, stops).strip()), m.ours)  # type: ignore[misc]
 
 
 @EXPLAINERS.register("unrounded")
