@@ -38,6 +38,7 @@ from fastmmeval.errors import DocError
 from fastmmeval.judge.judge import Verdict
 from fastmmeval.judge.parse import JudgmentError
 from fastmmeval.judge.pipeline import judge_calls, judged_score
+from fastmmeval.parity import EXPLAINERS, Mismatch
 from fastmmeval.protocol import Doc, ImagePart, Message, Request, Response, TextPart
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 from fastmmeval.tasks.sources import DATA_DIR_ENV
@@ -201,8 +202,8 @@ def docs(
         yield task, task.doc(ref), row
 
 
-def our_score(task: Task, doc: Doc, response: str, reply: str) -> float | None:
-    """Our gpt_eval_score for one doc whose judge replied `reply` (None: a failed judgment)."""
+def our_sample(task: Task, doc: Doc, response: str, reply: str) -> dict[str, Any]:
+    """Our scored sample of one doc whose judge replied `reply`."""
     request = task.request(doc, seed=0)
     [(use, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=response))
     verdict = Verdict("scripted", prompt.id, reply)
@@ -210,7 +211,25 @@ def our_score(task: Task, doc: Doc, response: str, reply: str) -> float | None:
         verdict.value = prompt.read(reply, case)
     except JudgmentError as e:
         verdict.error = str(e)
-    return judged_score(task, doc, Response(request.id, text=response), {use: [verdict]})["metrics"][use]
+    scored = judged_score(task, doc, Response(request.id, text=response), {use: [verdict]})
+    return {"doc_id": doc.id, "response": response, **scored}
+
+
+def our_score(task: Task, doc: Doc, response: str, reply: str) -> float | None:
+    """Our gpt_eval_score for one doc whose judge replied `reply` (None: a failed judgment)."""
+    return our_sample(task, doc, response, reply)["metrics"]["gpt_eval_score"]
+
+
+def explained_by(
+    ours: Any, theirs: Any, samples: list[dict[str, Any]], task: Task, theirs_with: Callable[..., Any] | None = None
+) -> list[str]:
+    """The listed differences of the task whose parity explainers (tests/test_parity.py) account
+    for our gpt_eval_score `ours` against lmms-eval's `theirs` on these samples."""
+    kind = "score" if len(samples) == 1 else "aggregate"
+    m = Mismatch(kind, "gpt_eval_score,none", tuple(s["doc_id"] for s in samples),
+                 tuple(s["response"] for s in samples), ours, theirs, theirs_with, tuple(samples))  # fmt: skip
+    listed = task.config.lmms_eval.differences if task.config.lmms_eval else {}
+    return [d for d in listed if EXPLAINERS.get(d)(m, task)]
 
 
 def prompt_kwargs() -> dict[str, Any]:
@@ -328,7 +347,12 @@ def test_a_failed_judge_call_is_counted_where_lmms_eval_scores_0(
 
     judged_by(monkeypatch, peer, failing)
     theirs = [lmms_eval_score(peer, r, answers[r["sample_index"]]) for r in rows]
-    assert theirs == [1, 0] and peer.mathverse_aggregate_results_eval(theirs, None) == 0.5
+    assert theirs == [1, 0]
+    aggregate = peer.mathverse_aggregate_results_eval(theirs, None)
+    assert aggregate == 0.5
+    task = Task(task_config("mathverse_testmini_vision_only"))
+    assert explained_by(None, 0, samples[1:], task) == ["failed_judgments"]
+    assert explained_by(1.0, aggregate, samples, task) == ["failed_judgments"]
 
 
 @pytest.mark.parametrize(("reply", "lmms_eval_reads", "we_read"), [
@@ -343,13 +367,15 @@ def test_a_reply_lmms_eval_reads_by_the_character_1_is_read_by_its_leading_grade
     task, doc, row = next(docs(monkeypatch, tmp_path, "mathverse_testmini", mathverse_testmini_rows()))
     judged_by(monkeypatch, peer, lambda _: reply)
     assert lmms_eval_score(peer, row, right(row)) == lmms_eval_reads
-    assert our_score(task, doc, right(row), reply) == we_read
+    sample = our_sample(task, doc, right(row), reply)
+    assert sample["metrics"]["gpt_eval_score"] == we_read
+    assert explained_by(we_read, lmms_eval_reads, [sample], task) == ["judge_reply_reading"]
 
 
 def test_the_judge_sees_question_for_eval_stripped_where_lmms_eval_sends_it_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peer: Any
 ) -> None:
-    """Difference judge_question_stripped: the only change is the whitespace around the question."""
+    """A note of the card: the judge's prompt differs only by the whitespace around the question."""
     rows = mathverse_testmini_text_lite_rows()
     rows[0]["question_for_eval"] = f"\n{rows[0]['question_for_eval']}  "
     task, doc, row = next(docs(monkeypatch, tmp_path, "mathverse_testmini_text_lite", rows))
@@ -374,8 +400,15 @@ def test_a_response_cut_at_a_stop_string_can_lose_the_answer_lmms_eval_chat_mode
     assert lmms_eval_score(peer, row, response) == 1
     request = task.request(doc, seed=0)
     [(_, prompt, case)] = judge_calls(task, doc, request, Response(request.id, text=cut))
-    assert our_score(task, doc, cut, scripted_reply(prompt.render(case))) == 0.0
+    sample = our_sample(task, doc, cut, scripted_reply(prompt.render(case)))
+    assert sample["metrics"]["gpt_eval_score"] == 0.0
     assert lmms_eval_score(peer, row, cut) == 0 and prompt.render(case) == sent[-1]
+    sample["response"] = response  # what the model wrote; our backend returned `cut`
+
+    def theirs_with(transform: Callable[[str], str]) -> int:
+        return lmms_eval_score(peer, row, transform(response))
+
+    assert explained_by(0.0, 1, [sample], task, theirs_with) == ["stop_string"]
 
 
 def test_a_row_without_the_fields_the_prompt_and_judge_read_fails_naming_the_field() -> None:
