@@ -44,6 +44,7 @@ PINNED = {
     "mmmu_val": "1d508ae3f2369b12",
     "mmstar": "f751083f859e208c",
     "mmvet": "1533b86fdada0940",
+    "multidocvqa_val": "1294b16e12292cf7",
     "nocaps_val": "2e1de6a70ec85bf7",
     "nocaps_val_lite": "b9dd2942074169f5",
     "ocrbench": "b9794f89024cd2e7",
@@ -71,6 +72,7 @@ PINNED = {
     "vizwiz_vqa_val_lite": "25250b22ca79ba2b",
     "vqav2_val": "0606811f624ab987",
     "vqav2_val_lite": "c9d6632a95ade0c5",
+    "websrc_val": "da334c1704a5f849",
 }
 
 
