@@ -38,8 +38,9 @@ from fastmmeval.errors import DocError
 from fastmmeval.judge.judge import Verdict
 from fastmmeval.judge.parse import JudgmentError
 from fastmmeval.judge.pipeline import judge_calls, judged_score
-from fastmmeval.parity import EXPLAINERS, Mismatch
-from fastmmeval.protocol import Doc, ImagePart, Message, Request, Response, TextPart
+from fastmmeval.parity import EXPLAINERS, Mismatch, PeerTask
+from fastmmeval.parity.harness import peer_prompt_parts, prompt_parts
+from fastmmeval.protocol import Doc, Message, Request, Response, TextPart
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 from fastmmeval.tasks.sources import DATA_DIR_ENV
 from fastmmeval.tasks.task import Task
@@ -232,11 +233,6 @@ def explained_by(
     return [d for d in listed if EXPLAINERS.get(d)(m, task)]
 
 
-def prompt_kwargs() -> dict[str, Any]:
-    """lmms-eval's default lmms_eval_specific_kwargs for the MathVerse prompt."""
-    return lmms_eval_yaml("mathverse", "mathverse_testmini.yaml")["lmms_eval_specific_kwargs"]["default"]
-
-
 @pytest.fixture
 def judge(tmp_path: Path) -> Callable[..., list[str]]:
     """The CLI flags that grade a run with the scripted judge (given JudgeArgs fields)."""
@@ -299,16 +295,17 @@ def test_a_mathverse_task_runs_by_name_with_lmms_eval_prompt_keys_and_grades(
         assert prompt_text(sample).count("<image>") == (task != "mathverse_testmini_text_only")
 
 
-def test_the_image_comes_first_as_lmms_eval_chat_models_place_its_visuals(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peer: Any
+@pytest.mark.parametrize("task_name", TASKS)
+def test_the_prompt_is_the_one_lmms_eval_chat_models_build_image_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peer: Any, task_name: str
 ) -> None:
-    for task, doc, row in docs(monkeypatch, tmp_path, "mathverse_testmini", mathverse_testmini_rows()):
-        [message] = task.request(doc, seed=0).messages
-        image, text = message.content
-        [visual] = peer.mathverse_doc_to_visual(row)
-        assert isinstance(image, ImagePart) and image.image.tobytes() == visual.tobytes()
-        assert isinstance(text, TextPart) and text.text == peer.mathverse_doc_to_text(row, prompt_kwargs())
-    assert peer.mathverse_doc_to_visual(mathverse_testmini_text_only_rows()[0]) == []
+    """Text and image (by content hash) in lmms-eval's order, as the parity harness compares them;
+    the text-only version has no image there either."""
+    lmms_task = PeerTask.load(task_name)
+    for task, doc, row in docs(monkeypatch, tmp_path, task_name, fixture(task_name)[1]):
+        ours = prompt_parts(task.request(doc, seed=0))
+        assert ours == peer_prompt_parts(lmms_task, row)
+        assert [kind for kind, _ in ours] == (["text"] if task_name.endswith("text_only") else ["image", "text"])
 
 
 def test_the_judge_is_asked_and_read_exactly_as_lmms_eval_asks_and_reads(
