@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import test_tasks_mcq as t
 from parity_case import ParityCase
-from test_tasks_mcq import AI2D, SCIENCEQA, SEEDBENCH, ai2d_rows, scienceqa_rows, seedbench_rows
+
+# A model that writes the role tag of its turn first: empty once cut at the stop string, "A" read whole.
+ROLE_TAG_FIRST = {"101672": ["ASSISTANT: A"]}
 
 CASES = [
-    ParityCase("ai2d", ai2d_rows, AI2D),
-    ParityCase("ai2d_lite", ai2d_rows, AI2D),
-    ParityCase("scienceqa_img", scienceqa_rows, SCIENCEQA),
-    # A model that writes the role tag of its turn first: empty once cut at the stop string, "A" read whole.
-    ParityCase("seedbench", seedbench_rows, SEEDBENCH, extra={"101672": ["ASSISTANT: A"]}),
-    ParityCase("seedbench_lite", seedbench_rows, SEEDBENCH, extra={"101672": ["ASSISTANT: A"]}),
+    ParityCase("ai2d", t.ai2d_rows, t.AI2D),
+    ParityCase("ai2d_lite", t.ai2d_rows, t.AI2D),
+    ParityCase("scienceqa_img", t.scienceqa_rows, t.SCIENCEQA),
+    ParityCase("seedbench", t.seedbench_rows, t.SEEDBENCH, extra=ROLE_TAG_FIRST),
+    ParityCase("seedbench_lite", t.seedbench_rows, t.SEEDBENCH, extra=ROLE_TAG_FIRST),
+    ParityCase("realworldqa", t.realworldqa_rows, t.REALWORLDQA),
+    ParityCase("mmstar", t.mmstar_rows, t.MMSTAR),
 ]
