@@ -41,7 +41,7 @@ PINNED = {
     "mmbench_en_dev": "5346a91a5a401a15",
     "mmbench_en_dev_lite": "443afe486d65fa1a",
     "mme": "2a5b901caf58f27e",
-    "mmmu_val": "1d508ae3f2369b12",
+    "mmmu_val": "54949061f2c055d5",
     "mmstar": "f751083f859e208c",
     "mmvet": "1533b86fdada0940",
     "multidocvqa_val": "1294b16e12292cf7",

@@ -6,16 +6,22 @@ from typing import Any
 
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
-from fastmmeval.tasks.config import TaskConfig
+from fastmmeval.tasks.config import InterleavedText, TaskConfig
 from fastmmeval.tasks.task import Task
 
 
 def _template(config: TaskConfig) -> str:
     lines = []
     for turn in config.doc_to_messages:
-        body = "".join(value if kind == "text" else f"<image:{value}>" for kind, value in turn.parts)
+        body = "".join(_part(kind, value) for kind, value in turn.parts)
         lines.append(f"[{turn.role}] {body}")
     return "\n".join(lines)
+
+
+def _part(kind: str, value: str | InterleavedText) -> str:
+    if isinstance(value, InterleavedText):
+        return f"{value.template} (at each {value.pattern}: the image of {value.images!r} its group numbers)"
+    return value if kind == "text" else f"<image:{value}>"
 
 
 def protocol_card(config: TaskConfig) -> dict[str, Any]:

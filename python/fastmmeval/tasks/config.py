@@ -30,6 +30,7 @@ GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
 LMMS_EVAL_KEYS = {"task", "differences", "notes"}
+INTERLEAVE_KEYS = {"pattern", "images"}
 # Ids given to the entries of a `differences` list (the form before ids); a parity check refuses them.
 UNNAMED_DIFFERENCE = "unnamed_"
 
@@ -71,11 +72,24 @@ class DatasetSpec:
 
 
 @dataclass(frozen=True)
+class InterleavedText:
+    """A text template whose rendered text is cut at each match of `pattern`, a regular expression
+    with one group: in the match's place stands the image of the list field `images` that the group
+    numbers (from 1). Each piece of text is stripped and empty pieces are dropped, as lmms-eval's
+    mmmu_doc_to_messages does."""
+
+    template: str
+    pattern: str
+    images: str
+
+
+@dataclass(frozen=True)
 class MessageTemplate:
-    """One chat turn of the prompt: parts are ("text", template) or ("image", field name)."""
+    """One chat turn of the prompt: parts are ("text", template), ("text", InterleavedText) or
+    ("image", field name)."""
 
     role: str
-    parts: tuple[tuple[str, str], ...]
+    parts: tuple[tuple[str, str | InterleavedText], ...]
 
 
 @dataclass(frozen=True)
@@ -327,23 +341,40 @@ def _parse_messages(r: _Reader, data: LineDict) -> tuple[MessageTemplate, ...]:
         role = r.get(turn, "role", str)
         if role not in ROLES:
             raise r.fail(turn, "role", f"must be one of {sorted(ROLES)}")
-        parts = []
-        for part in r.get(turn, "content", list):
-            if not isinstance(part, LineDict) or len(part) != 1 or next(iter(part)) not in ("text", "image"):
-                raise r.fail(turn, "content", "each part is {text: <template>} or {image: <field>}")
-            kind, value = next(iter(part.items()))
-            if not isinstance(value, str):
-                raise r.fail(part, kind, "expected a string")
-            if kind == "text":
-                try:
-                    template_fields(value)
-                except ValueError as e:
-                    raise r.fail(part, kind, f"bad template ({e}); write literal braces as {{{{ }}}}") from None
-            parts.append((kind, value))
+        parts = [_parse_part(r, turn, part) for part in r.get(turn, "content", list)]
         out.append(MessageTemplate(role=role, parts=tuple(parts)))
     if not out:
         raise r.fail(data, "doc_to_messages", "needs at least one turn")
     return tuple(out)
+
+
+def _parse_part(r: _Reader, turn: LineDict, part: Any) -> tuple[str, str | InterleavedText]:
+    """One content part: `{text: TEMPLATE}` (optionally with `interleave: {pattern, images}`) or `{image: FIELD}`."""
+    if not isinstance(part, LineDict) or set(part) not in ({"text"}, {"image"}, {"text", "interleave"}):
+        raise r.fail(turn, "content", "each part is {text: <template>} (+ interleave) or {image: <field>}")
+    kind = "text" if "text" in part else "image"
+    value = r.get(part, kind, str)
+    if kind == "image":
+        return kind, value
+    try:
+        template_fields(value)
+    except ValueError as e:
+        raise r.fail(part, kind, f"bad template ({e}); write literal braces as {{{{ }}}}") from None
+    if "interleave" not in part:
+        return kind, value
+    setting = r.get(part, "interleave", dict)
+    r.check_keys(setting, INTERLEAVE_KEYS, "interleave")
+    pattern, images = r.get(setting, "pattern", str), r.get(setting, "images", str)
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise r.fail(setting, "pattern", f"bad regular expression ({e})") from None
+    if compiled.groups != 1:
+        message = f"needs one group, the image's number (as in <image (\\d+)>); it has {compiled.groups}"
+        raise r.fail(setting, "pattern", message)
+    if compiled.search(""):
+        raise r.fail(setting, "pattern", "matches empty text; a placeholder is some text")
+    return kind, InterleavedText(value, pattern, images)
 
 
 def _parse_generation(r: _Reader, data: LineDict) -> GenerationSettings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from fastmmeval.errors import DocError, FailureKind
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.images import DEFAULT_MAX_PIXELS, ImageRefused, confined_path, open_image, to_rgb, within_cap
 from fastmmeval.protocol import ImagePart, Message, Part, TextPart
-from fastmmeval.tasks.config import MessageTemplate
+from fastmmeval.tasks.config import InterleavedText, MessageTemplate
 
 
 def format_options(options: list[str]) -> str:
@@ -101,7 +102,9 @@ def render_messages(
     for turn in templates:
         parts: list[Part] = []
         for kind, value in turn.parts:
-            if kind == "text":
+            if isinstance(value, InterleavedText):
+                parts.extend(render_interleaved(value, fields, image_root, where, max_pixels, allow_absolute))
+            elif kind == "text":
                 parts.append(TextPart(render_text(value, fields, where)))
             else:
                 if value not in fields or fields[value] is None:
@@ -111,3 +114,38 @@ def render_messages(
                 )
         messages.append(Message(turn.role, tuple(parts)))  # type: ignore[arg-type]
     return tuple(messages)
+
+
+def render_interleaved(
+    part: InterleavedText,
+    fields: dict[str, Any],
+    image_root: Path | None,
+    where: str,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    allow_absolute: bool = False,
+) -> list[Part]:
+    """The part's rendered text cut at each placeholder, with the image it numbers in its place (the
+    same image again where a placeholder repeats); each piece of text stripped, empty ones dropped.
+    A placeholder naming no image of the list is a DocError naming it."""
+    text = render_text(part.template, fields, where)
+    images = fields.get(part.images)
+    if not isinstance(images, (list, tuple)):
+        raise DocError(f"{where}: field {part.images!r} holds no list of images", FailureKind.MISSING_IMAGE_FIELD)
+    loaded: dict[int, list[ImagePart]] = {}
+    out: list[Part] = []
+    start = 0
+    for match in re.finditer(part.pattern, text):
+        out.append(TextPart(text[start : match.start()].strip()))
+        start = match.end()
+        number = match.group(1) or ""
+        n = int(number) if number.isascii() and number.isdigit() else 0
+        if not 1 <= n <= len(images) or images[n - 1] is None:
+            raise DocError(
+                f"{where}: the prompt shows {match.group(0)!r}, but field {part.images!r} holds no image {number}",
+                FailureKind.MISSING_IMAGE_FIELD,
+            )
+        if n not in loaded:
+            loaded[n] = load_image(images[n - 1], image_root, f"{where}, {match.group(0)}", max_pixels, allow_absolute)
+        out.extend(loaded[n])
+    out.append(TextPart(text[start:].strip()))
+    return [p for p in out if not isinstance(p, TextPart) or p.text]

@@ -24,7 +24,7 @@ from fastmmeval.tasks.render import format_options
 
 MMMU_MC_PROMPT = "Answer with the option's letter from the given choices directly."
 MMMU_OPEN_PROMPT = "Answer the question using a single word or phrase."
-_MMMU_IMAGE_TOKEN = re.compile(r"<image \d+>")
+MMMU_IMAGES = 7  # image_1 ... image_7
 _TRIVIAL = {":", ",", ".", "!", "?", ";", "'"}
 
 
@@ -45,18 +45,16 @@ def mmmu(row: dict[str, Any]) -> dict[str, Any]:
     """lmms-eval's MMMU prompt parts: `option_texts` (the parsed options), `option_lines` ("\\n"
     and the lettered options for a multiple-choice question, empty for an open one),
     `instruction` (its default multiple_choice_prompt or open_ended_prompt), and `images`: the
-    image fields the question and options name as `<image N>`, each once, in name order
-    (mmmu_doc_to_visual)."""
-    question, options = text_field(row, "question"), _mmmu_options(row)
+    row's image_1 ... image_7 in order (None where it has fewer), which the prompt's `<image N>`
+    tags pick."""
+    text_field(row, "question")  # the prompt shows it: it must be text
+    options = _mmmu_options(row)
     choice = text_field(row, "question_type") == "multiple-choice"
-    option_lines = "\n" + format_options(options) if choice else ""
-    tokens = _MMMU_IMAGE_TOKEN.findall(question + option_lines)
-    names = sorted({t.strip("<>").replace(" ", "_") for t in tokens})
     return {
         "option_texts": options,
-        "option_lines": option_lines,
+        "option_lines": "\n" + format_options(options) if choice else "",
         "instruction": MMMU_MC_PROMPT if choice else MMMU_OPEN_PROMPT,
-        "images": image_fields(row, names),
+        "images": [row.get(f"image_{n}") for n in range(1, MMMU_IMAGES + 1)],
     }
 
 
@@ -132,15 +130,21 @@ def _mmmu_normalize(text: str) -> list[str | float]:
     return [" " + text, text + " "] if len(text) == 1 else [text]
 
 
-def parse_mmmu_open(response: str) -> list[str | float]:
-    """MMMU's reading of an open answer (parse_open_response): the key parts of the lower-cased
-    answer and every number in them, normalized, without duplicates."""
+def mmmu_open_readings(response: str) -> list[str | float]:
+    """MMMU's readings of an open answer in the order read: the key parts of the lower-cased answer,
+    then every number in them, normalized, each once."""
     response = response.strip().strip(".").lower()
     parts = re.split(r"\.\s(?=[A-Z])|\n", response)
     keys = _key_responses(response, parts, ["could be ", "so ", "is ", "thus ", "therefore ", "final ",
                                             "answer ", "result "], ["="])  # fmt: skip
     found = [*keys, *(n for key in keys for n in _mmmu_numbers(key))]
-    return list(set(v for text in found for v in _mmmu_normalize(text)))
+    return list(dict.fromkeys(v for text in found for v in _mmmu_normalize(text)))
+
+
+def parse_mmmu_open(response: str) -> list[str | float]:
+    """MMMU's reading of an open answer (parse_open_response): `mmmu_open_readings` in the order of a
+    set, as lmms-eval lists them (the same order as its list in the same process)."""
+    return list(set(mmmu_open_readings(response)))
 
 
 def mmmu_open_correct(answer: str, candidates: Sequence[str | float]) -> bool:
