@@ -122,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--info", metavar="NAME", default=None, help="print the protocol card of a task")
     t.add_argument("--json", action="store_true", help="with --info: print the card as JSON")
     what.add_argument(
+        "--parity",
+        metavar="NAME",
+        default=None,
+        help="score a pool of responses on the task's docs (its data on disk) with lmms-eval 0.7.3's code and "
+        "ours, compare the prompts, and name the listed difference behind each mismatch (exit 1: unexplained)",
+    )
+    t.add_argument("--limit", type=positive_int, default=20, help="with --parity: the first N docs (default 20)")
+    what.add_argument(
         "--download",
         metavar="NAMES",
         default=None,
@@ -240,10 +248,18 @@ def _report_failures(run: RunDir, results: dict[str, Any]) -> int:
     return 0
 
 
-def _cmd_tasks(args: argparse.Namespace) -> None:
+def _cmd_tasks(args: argparse.Namespace) -> int:
     from fastmmeval.tasks.catalog import Catalog
 
     _use_data_dir(args)
+    if args.parity:
+        from fastmmeval.parity import check_task, report_lines
+        from fastmmeval.tasks import resolve
+
+        report = check_task(resolve([args.parity], args.include_path)[0], limit=args.limit)
+        for line in report_lines(report):
+            print(line)
+        return 1 if report.unexplained else 0
     if args.download:
         from fastmmeval.tasks.download import download
 
@@ -252,7 +268,7 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
         names = [n.strip() for n in args.download.split(",") if n.strip()]
         for spec, split, saved in download(names, args.data_dir, args.include_path):
             print(f"{spec.path} {spec.name or ''} {split} -> {saved}")
-        return
+        return 0
     catalog = Catalog(Path(p) for p in args.include_path)
     if args.info:
         config = catalog.tasks.get(args.info)
@@ -262,7 +278,7 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
             print("fastmmeval: note: the Hugging Face Hub cannot be reached: the card shows what a local copy allows "
                   "(data_error says what is missing)", file=sys.stderr)
         _print_card(config, args.json)
-        return
+        return 0
     table = Table(title="tasks")
     for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"):
         table.add_column(col)
@@ -276,6 +292,7 @@ def _cmd_tasks(args: argparse.Namespace) -> None:
     print_table(table, console)
     for group, members in sorted(catalog.groups.items()):
         console.print(f"group {group}: {', '.join(members)}", soft_wrap=True, markup=False)
+    return 0
 
 
 def _print_card(config: Any, as_json: bool) -> None:
@@ -349,7 +366,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     elif args.command in FLOWS:
         status = importlib.import_module(FLOWS[args.command]).main(args)
     elif args.command == "tasks":
-        _cmd_tasks(args)
+        status = _cmd_tasks(args)
     else:
         _cmd_models()
     sys.stdout.flush()  # a closed pipe shows here, inside main, not at interpreter exit

@@ -93,11 +93,14 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
         out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
         out["judge_agreement"] = agreement(judged)
-    for metric in task.metrics:
+    config = task.config
+    filters = config.metric_filters or ("none",) * len(task.metrics)
+    scales = config.metric_scales or (1.0,) * len(task.metrics)
+    for metric, filter_name, scale in zip(task.metrics, filters, scales, strict=True):
         items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
-            finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
+            finite = {k: (x * scale if x is not None and math.isfinite(x) else None) for k, x in v.items()}
             out["metrics"][name] = finite
-            out[f"{name},none"] = finite["value"]  # lmms-eval's result keys
-            out[f"{name}_stderr,none"] = finite["stderr"]
+            out[f"{name},{filter_name}"] = finite["value"]  # lmms-eval's result keys
+            out[f"{name}_stderr,{filter_name}"] = finite["stderr"]
     return out

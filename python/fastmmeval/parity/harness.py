@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.errors import ConfigError
+from fastmmeval.judge.judge import Judge
+from fastmmeval.judge.pipeline import judge_calls, judged_score, needs_judge
 from fastmmeval.parity.peer import PeerTask
 from fastmmeval.parity.pool import response_pool
 from fastmmeval.protocol import Doc, ImagePart, Request, Response
@@ -86,12 +88,14 @@ Explainer = Callable[[Mismatch, Task], bool]
 
 @dataclass(frozen=True)
 class Sides:
-    """One task on both sides: ours, lmms-eval's, and how our docs map to its docs."""
+    """One task on both sides: ours (graded by `judge` where it needs one), lmms-eval's, and how our
+    docs map to its docs."""
 
     task: Task
     peer: PeerTask
     docs: list[Doc]
     peer_docs: list[dict[str, Any]]
+    judge: Judge | None = None
 
 
 def check_task(
@@ -102,11 +106,13 @@ def check_task(
     extra: Mapping[str, Sequence[str]] | None = None,
     peer: PeerTask | None = None,
     explainers: Mapping[str, Explainer] | None = None,
+    judge: Judge | None = None,
 ) -> ParityReport:
     """Compare `task` with its lmms-eval task (the task file's `lmms_eval.task`) on its first `limit`
     docs: prompts, every response of `responses(task, doc)` (plus `extra[doc_id]`) as its own case,
     and each slot of responses as one run. `rows` are the hub rows lmms-eval reads (default: the
-    task's own rows); `peer` replaces the lmms-eval task (e.g. with patches for its GPT calls)."""
+    task's own rows); `peer` replaces the lmms-eval task (e.g. with patches for its GPT calls);
+    `judge` grades our side where the task needs a judge, as a run's first judge does."""
     from fastmmeval.parity.differences import EXPLAINERS
 
     ref = task.config.lmms_eval
@@ -116,7 +122,7 @@ def check_task(
     refs = task.doc_refs(limit)
     docs = [task.doc(r) for r in refs]
     raw = [task.rows[r.index] for r in refs] if rows is None else list(rows)[: len(refs)]
-    sides = Sides(task, peer, docs, peer.process_docs(raw))
+    sides = Sides(task, peer, docs, peer.process_docs(raw), judge)
     pools = {d.id: [*responses(task, d), *(extra or {}).get(d.id, ())] for d in docs}
     mismatches = [*_prompt_mismatches(sides), *_score_mismatches(sides, pools)]
     known = {d: (explainers or {}).get(d) or (EXPLAINERS.get(d) if d in EXPLAINERS else None) for d in ref.differences}
@@ -175,17 +181,30 @@ def _prompt_mismatches(sides: Sides) -> list[Mismatch]:
 # --- scores ---------------------------------------------------------------------------------------
 
 
-def ours_results(task: Task, docs: Sequence[Doc], responses: Sequence[str]) -> tuple[dict[str, Any], list[dict]]:
+def ours_results(
+    task: Task, docs: Sequence[Doc], responses: Sequence[str], judge: Judge | None = None
+) -> tuple[dict[str, Any], list[dict]]:
     """Our result keys (`metric,filter` -> value) and scored samples for docs answered with
-    `responses`: each cut at the task's stop strings, as our backends return it, then scored."""
+    `responses`: each cut at the task's stop strings, as our backends return it, then scored
+    (through `judge`'s verdicts when the task needs a judge and one is given)."""
     samples = []
     for doc, text in zip(docs, responses, strict=True):
         stops = task.config.generation.stop
         cut = cut_at_stop(text, stops) if stops else None
-        request_id = f"{task.name}/{doc.id}"
-        samples.append({"doc_id": doc.id, **task.score(doc, Response(request_id, text=text if cut is None else cut))})
+        response = Response(f"{task.name}/{doc.id}", text=text if cut is None else cut)
+        samples.append({"doc_id": doc.id, **_score(task, doc, response, judge)})
     results = aggregate(task, samples, bootstrap_iters=0)
     return {k: v for k, v in results.items() if "," in k and "_stderr," not in k}, samples
+
+
+def _score(task: Task, doc: Doc, response: Response, judge: Judge | None) -> dict[str, Any]:
+    """One doc's sample fields as a run scores them: by the rules, or with a judge through its
+    verdicts on the judgments the doc needs."""
+    if judge is None or not needs_judge(task):
+        return task.score(doc, response)
+    calls = judge_calls(task, doc, task.request(doc, seed=0), response)
+    verdicts = judge.ask(calls)
+    return judged_score(task, doc, response, {use: [v] for (use, _, _), v in zip(calls, verdicts, strict=True)})
 
 
 def peer_results(peer: PeerTask, docs: Sequence[Mapping[str, Any]], responses: Sequence[str]) -> dict[str, Any]:
@@ -195,20 +214,21 @@ def peer_results(peer: PeerTask, docs: Sequence[Mapping[str, Any]], responses: S
 
 
 def _score_mismatches(sides: Sides, pools: Mapping[str, list[str]]) -> list[Mismatch]:
+    """Each case alone, then each slot; result keys are checked once, on the first run over all docs."""
     out: list[Mismatch] = []
     reported = sides.peer.result_keys()
-    keys_checked = False
     by_id = {d.id: (d, p) for d, p in zip(sides.docs, sides.peer_docs, strict=True)}
+    first = True
     for doc_id, pool in pools.items():
         doc, peer_doc = by_id[doc_id]
         for text in pool:
-            out += _compare(sides, "score", [doc], [peer_doc], [text], reported, check_keys=not keys_checked)
-            keys_checked = True
+            out += _compare(sides, "score", [doc], [peer_doc], [text], reported, check_keys=first and len(by_id) == 1)
+            first = False
     width = max(map(len, pools.values()), default=0)
     if len(sides.docs) > 1:
         for j in range(width):
             texts = [pools[d.id][j % len(pools[d.id])] for d in sides.docs]
-            out += _compare(sides, "aggregate", sides.docs, sides.peer_docs, texts, reported, check_keys=False)
+            out += _compare(sides, "aggregate", sides.docs, sides.peer_docs, texts, reported, check_keys=j == 0)
     return out
 
 
@@ -221,7 +241,7 @@ def _compare(
     reported: set[str],
     check_keys: bool,
 ) -> list[Mismatch]:
-    ours, samples = ours_results(sides.task, docs, texts)
+    ours, samples = ours_results(sides.task, docs, texts, sides.judge)
     theirs = peer_results(sides.peer, peer_docs, texts)
     ids = tuple(d.id for d in docs)
     out = []

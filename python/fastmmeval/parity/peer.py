@@ -36,6 +36,13 @@ class PeerUnavailable(FastmmevalError):
     """lmms-eval 0.7.3 (the code a parity check compares with) cannot be imported."""
 
 
+@dataclass(frozen=True)
+class PeerFailure:
+    """What lmms-eval reports for a result key whose aggregation raised (its run would stop there)."""
+
+    error: str
+
+
 def lmms_eval_module(name: str) -> types.ModuleType:
     """The module `lmms_eval.<name>` of lmms-eval 0.7.3, e.g. "tasks.pope.utils" or "api.metrics"."""
     try:
@@ -218,12 +225,15 @@ class PeerTask:
         return {f"{m},{name}" for name, _ in self.filters for m in metrics}
 
     def process(self, doc: Mapping[str, Any], response: str) -> dict[str, dict[str, Any]]:
-        """Per filter name, the per-doc metric items lmms-eval keeps for one response."""
+        """Per filter name, the per-doc metric items lmms-eval keeps for one response: the response
+        through the filter, stripped (ConfigurableTask.process_results strips generated text), then
+        the task's process_results or its registered metrics."""
         out: dict[str, dict[str, Any]] = {}
         with self.patched():
             fn = self.hook("process_results")
             for name, steps in self.filters:
                 filtered = self._filter(steps, doc, response)
+                filtered = filtered.strip() if filtered is not None else ""
                 if fn is not None:
                     out[name] = fn(copy.deepcopy(dict(doc)), [filtered])
                 else:
@@ -251,20 +261,28 @@ class PeerTask:
         return value[0] if isinstance(value, (list, tuple)) else value
 
     def _builtin_metrics(self, doc: Mapping[str, Any], prediction: str) -> dict[str, Any]:
-        """lmms-eval's registered metric functions on (gold, prediction), as ConfigurableTask.process_results."""
+        """lmms-eval's registered metric functions on (gold, prediction), as ConfigurableTask.process_results
+        calls them for generated text: with a list of golds, anls takes them all and any other metric is
+        1.0 when any gold scores."""
         registry = lmms_eval_module("api.registry")
         lmms_eval_module("api.metrics")  # registers the metrics
         gold = self.target(doc)
         out = {}
         for entry in self.metric_list:
+            metric = entry["metric"]
             kwargs = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
-            fn = registry.get_metric(entry["metric"])
-            value = fn(references=[gold], predictions=[prediction], **kwargs)
-            out[entry["metric"]] = value[entry["metric"]] if isinstance(value, dict) else value
+            fn = registry.get_metric(metric)
+            if isinstance(gold, list) and metric != "anls":
+                scores = [_metric_value(fn(references=[g], predictions=[prediction], **kwargs), metric) for g in gold]
+                out[metric] = 1.0 if any(scores) else 0.0
+            else:
+                golds = gold if isinstance(gold, list) else [gold]
+                out[metric] = _metric_value(fn(references=golds, predictions=[prediction], **kwargs), metric)
         return out
 
     def aggregate(self, items: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-        """The results lmms-eval reports (`metric,filter` -> value) from per-doc `process` outputs."""
+        """The results lmms-eval reports (`metric,filter` -> value) from per-doc `process` outputs; a
+        `PeerFailure` where its aggregation raises (e.g. MME's on an image without its two questions)."""
         registry = lmms_eval_module("api.registry")
         lmms_eval_module("api.metrics")
         out: dict[str, Any] = {}
@@ -281,10 +299,17 @@ class PeerTask:
                     elif isinstance(aggregation, _Hook):
                         module, fn_name = aggregation.ref.rsplit(".", 1)
                         fn = getattr(self.module(module), fn_name)
-                        out[f"{metric},{name}"] = _call_aggregation(fn, values)
+                        try:
+                            out[f"{metric},{name}"] = _call_aggregation(fn, values)
+                        except Exception as e:  # a run of lmms-eval stops there: no value to compare
+                            out[f"{metric},{name}"] = PeerFailure(f"{fn_name}: {type(e).__name__}: {e}")
                     else:
                         out[f"{metric},{name}"] = registry.get_aggregation(aggregation)(values)
         return out
+
+
+def _metric_value(value: Any, metric: str) -> Any:
+    return value[metric] if isinstance(value, dict) else value
 
 
 def _call(fn: Callable[..., Any], doc: dict[str, Any], kwargs: dict[str, Any] | None) -> Any:
@@ -308,6 +333,14 @@ def _part(content: Mapping[str, Any]) -> PeerPart:
     raise PeerUnavailable(f"lmms-eval message part of type {kind!r} is not compared")
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """A patch value made anew each time the patches are applied (e.g. a module-level dict of
+    running totals that an aggregation adds to, which would otherwise carry over between runs)."""
+
+    make: Callable[[], Any]
+
+
 class _Patched:
     """Sets module attributes for the duration of a block (nested uses are fine)."""
 
@@ -320,7 +353,7 @@ class _Patched:
             module_name, attr = target.rsplit(".", 1)
             module = self.task.module(module_name)
             self.saved.append((module, attr, getattr(module, attr)))
-            setattr(module, attr, value)
+            setattr(module, attr, value.make() if isinstance(value, Fresh) else value)
 
     def __exit__(self, *exc: object) -> None:
         for module, attr, value in reversed(self.saved):

@@ -29,6 +29,7 @@ GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 # A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
+METRIC_ENTRY_KEYS = ("metric", "as", "filter", "scale")
 LMMS_EVAL_KEYS = {"task", "differences", "notes"}
 INTERLEAVE_KEYS = {"pattern", "images"}
 # Ids given to the entries of a `differences` list (the form before ids); a parity check refuses them.
@@ -105,6 +106,10 @@ class TaskConfig:
     metrics: tuple[str, ...]
     extractor: str | None = None
     metric_keys: tuple[str, ...] = ()
+    # Per metric: the filter name of its result keys (lmms-eval's `metric,filter`) and the factor
+    # its reported values are multiplied by (e.g. 100 for a percentage); empty: "none" and 1.
+    metric_filters: tuple[str, ...] = ()
+    metric_scales: tuple[float, ...] = ()
     process_doc: str | None = None
     where: tuple[tuple[str, str], ...] = ()
     docs: int | None = None
@@ -122,9 +127,9 @@ class TaskConfig:
     def fingerprint(self) -> str:
         """Hash of everything in the protocol that can change a score (not paths or prose)."""
         payload = asdict(self)
-        for key in ("description", "source_file", "group", "metric_keys", "docs", "lmms_eval"):
+        for key in ("description", "source_file", "group", "metric_keys", "metric_filters", "docs", "lmms_eval"):
             payload.pop(key)  # names and notes, not protocol
-        for key in ("process_doc", "where"):
+        for key in ("process_doc", "where", "metric_scales"):
             if not payload[key]:
                 payload.pop(key)  # fingerprints of tasks without them stay what they were
         if self.doc_ids is None:
@@ -224,27 +229,36 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
     )
 
 
-def _parse_metrics(r: _Reader, data: LineDict) -> dict[str, tuple[str, ...]]:
-    """`metrics`: registered metric names, each optionally renamed in the results as
-    `{metric: NAME, as: KEY}` (e.g. lmms-eval's result key)."""
+def _parse_metrics(r: _Reader, data: LineDict) -> dict[str, tuple[Any, ...]]:
+    """`metrics`: registered metric names, each optionally `{metric: NAME, as: KEY, filter: FILTER,
+    scale: FACTOR}`: its result key (e.g. lmms-eval's), the filter name after the comma in its result
+    keys (lmms-eval's `exact_match,flexible-extract`; default none) and a factor for its values."""
     entries = r.get(data, "metrics", (str, list))
-    names, keys = [], []
+    names, keys, filters, scales = [], [], [], []
     for entry in [entries] if isinstance(entries, str) else entries:
-        if isinstance(entry, str):
-            names.append(entry)
-            keys.append(entry)
-        elif (
-            isinstance(entry, dict)
-            and set(entry) == {"metric", "as"}
-            and all(isinstance(v, str) for v in entry.values())
-        ):
-            names.append(entry["metric"])
-            keys.append(entry["as"])
-        else:
-            raise r.fail(data, "metrics", f"each entry is a metric name or {{metric: NAME, as: KEY}}, got {entry!r}")
+        entry = {"metric": entry} if isinstance(entry, str) else entry
+        if not (isinstance(entry, dict) and "metric" in entry and set(entry) <= set(METRIC_ENTRY_KEYS)):
+            raise r.fail(data, "metrics", f"each entry is a metric name or a mapping of {METRIC_ENTRY_KEYS}: {entry!r}")
+        texts = [entry[k] for k in ("metric", "as", "filter") if k in entry]
+        scale = entry.get("scale", 1.0)
+        if not all(isinstance(v, str) and v and "," not in v for v in texts) or not _positive(scale):
+            raise r.fail(data, "metrics", f"names are strings without commas, scale a positive number: {entry!r}")
+        names.append(entry["metric"])
+        keys.append(entry.get("as", entry["metric"]))
+        filters.append(entry.get("filter", "none"))
+        scales.append(float(scale))
     if not names or len(set(keys)) != len(keys):
         raise r.fail(data, "metrics", "needs at least one metric, each result key once")
-    return {"metrics": tuple(names), "metric_keys": tuple(keys)}
+    out: dict[str, tuple[Any, ...]] = {"metrics": tuple(names), "metric_keys": tuple(keys)}
+    if any(f != "none" for f in filters):
+        out["metric_filters"] = tuple(filters)
+    if any(s != 1.0 for s in scales):
+        out["metric_scales"] = tuple(scales)
+    return out
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _parse_where(r: _Reader, data: LineDict) -> tuple[tuple[str, str], ...]:
