@@ -21,6 +21,7 @@ REQUIRED = {
     "contam scan": ["--tasks", "t", "--out", "o"],
     "serve": ["--model", "m"],
     "judge agree": ["r"],
+    "tasks": [],
 }
 
 
