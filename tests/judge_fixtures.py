@@ -113,6 +113,8 @@ class ScriptedJudge(_Scripted):
             case = prompt.rsplit("Example 3: \n", 1)[1]
             lines = case.split("There are several options: \n", 1)[1].split("\n\nAnswer: ", 1)[0].splitlines()
             answer = case.rsplit("\nAnswer: ", 1)[1].removesuffix("\nYour output: ")
+            if self.args.fail_on and self.args.fail_on in answer:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
             options = dict(line.split(". ", 1) for line in lines)
             hits = [letter for letter, text in options.items() if text.lower().removeprefix("a ") in answer.lower()]
             return Response(request.id, text=hits[0] if len(hits) == 1 else "E")

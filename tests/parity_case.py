@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+from judge_fixtures import JudgeArgs
 
 from fastmmeval.parity import PeerTask
 
@@ -23,5 +24,5 @@ class ParityCase:
     features: datasets.Features
     extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
     peer: Callable[[], PeerTask] | None = None
-    judge: bool = False  # our side needs the scripted judge (tests/judge_fixtures.py)
+    judge: JudgeArgs | None = None  # our side's scripted judge (tests/judge_fixtures.py), where the task needs one
     save_more: Callable[[Path], None] | None = None  # saves other data the task reads (e.g. an image config)

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import parity_cases
 import pytest
+from judge_fixtures import ScriptedJudge
 from parity_case import ParityCase
 from task_fixtures import save_split, task_config
 
+from fastmmeval.judge.judge import Judge, JudgeSpec
 from fastmmeval.parity import EXPLAINERS, check_task, report_lines
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.sources import DATA_DIR_ENV
@@ -41,7 +43,8 @@ def test_scores_and_prompt_equal_lmms_eval_s_but_for_listed_differences(
     save_split(tmp_path, config, case.rows(), case.features)
     if case.save_more:
         case.save_more(tmp_path)
-    report = check_task(Task(config), extra=case.extra, peer=case.peer() if case.peer else None)
+    judge = Judge(JudgeSpec("judge", "scripted_judge"), ScriptedJudge(case.judge)) if case.judge else None
+    report = check_task(Task(config), extra=case.extra, peer=case.peer() if case.peer else None, judge=judge)
     summary = "\n".join(report_lines(report, examples=5))
     assert not report.unnamed, summary
     assert not report.unexplained, summary

@@ -43,6 +43,7 @@ from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS
 from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS
+from fastmmeval.parity import PeerTask
 from fastmmeval.tasks.families import mcq, mmmu
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 
@@ -296,16 +297,16 @@ def cmmmu_lmms_results(pairs: list[tuple[dict[str, Any], str]]) -> dict[str, flo
 
 
 def mmbench_lmms_results(task_dir_module: str) -> Callable[[list[tuple[dict[str, Any], str]]], dict[str, float]]:
-    """lmms-eval's CircularEval accuracy (MMBench_Evaluator.eval_result, which its gpt_eval_score
-    reports x100). Its static method equals its GPT method when its rules read every answer, as in
-    these fixtures (GPT is asked only otherwise)."""
+    """lmms-eval's gpt_eval_score: its CircularEval accuracy (MMBench_Evaluator.eval_result) x100, as
+    mmbench_aggregate_dev_results_eval reports it. Its static method equals its GPT method when its
+    rules read every answer, as in these fixtures (GPT is asked only otherwise)."""
 
     def results(pairs: list[tuple[dict[str, Any], str]]) -> dict[str, float]:
         utils = lmms(f"mmbench.{task_dir_module}")
         items = [utils.mmbench_process_results(d, [a])["gpt_eval_score"] for d, a in pairs]
         for item in items:
             assert utils.mmbench_evaluator.prefetch_answer(dict(item)), item["prediction"]  # no GPT needed
-        return {"gpt_eval_score": utils.mmbench_evaluator.eval_result(items, eval_method="static")[0]}
+        return {"gpt_eval_score": utils.mmbench_evaluator.eval_result(items, eval_method="static")[0] * 100}
 
     return results
 
@@ -401,14 +402,16 @@ def test_a_task_runs_with_lmms_eval_prompt_result_keys_and_score(bench: Bench, t
         if bench.lmms_score:
             assert correct(s["metrics"][bench.metric]) == bench.lmms_score(copy.deepcopy(doc), answer)
         assert not s.get("judgments"), "the rules read every answer of the fixture"
-    reported = {m["metric"] for m in lmms_eval_yaml(bench.lmms_dir, yaml_file)["metric_list"]} - {"submission"}
-    reported -= {"seed_video"}  # image rows only: a listed difference
-    assert {f"{key},none" for key in reported} <= set(results)
+    lmms_task = task_config(bench.task).lmms_eval.task  # type: ignore[union-attr]
+    reported = {k for k in PeerTask.load(lmms_task).result_keys() if not k.startswith("seed_video,")}  # image rows only
+    assert reported <= set(results)  # lmms-eval's `metric,filter` keys
+    key_of = {k.split(",")[0]: k for k in reported}
     expected = {bench.metric: len(bench.right) / len(answers)}
     if bench.lmms_results:
         expected = bench.lmms_results([(copy.deepcopy(by_id[d]), a) for d, a in answers.items()])
     for key, value in expected.items():
-        assert results[f"{key},none"] == (None if value is None else pytest.approx(value, abs=1e-5)), key
+        expected_value = None if value is None else pytest.approx(value, abs=1e-5)
+        assert results[key_of.get(key, f"{key},none")] == expected_value, key
 
 
 def test_mmstar_reports_the_average_of_l2_categories_and_each_category_present() -> None:
@@ -430,7 +433,7 @@ def test_mmbench_reads_an_unruly_answer_with_the_judge(tmp_path: Path) -> None:
     assert (by_id["0"]["extract_rule"], by_id["0"]["extracted"]) == ("judge", "A")
     assert by_id["1000000"]["extract_rule"] == "letter" and not by_id["1000000"]["judgments"]
     assert (by_id["2"]["extract_rule"], by_id["2"]["extracted"]) == ("unparsed", None)  # the judge found none
-    assert results["gpt_eval_score,none"] == pytest.approx(2 / 3)
+    assert results["gpt_eval_score,none"] == pytest.approx(200 / 3)  # on 0-100, as lmms-eval reports it
 
 
 def test_lmms_eval_s_data_generation_and_task_names() -> None:
@@ -521,6 +524,23 @@ def test_mcq_extract_equals_lmms_eval_s_extract_mcq_answer() -> None:
             ours = mcq.extract_mcq_answer(answer, choices)
             assert (ours.value or "") == theirs(answer, choices=list(choices)), (answer, choices, ours)
     assert mcq.extract_mcq_answer("Dunno").rule == "fallback" and mcq.extract_mcq_answer("none").value is None
+
+
+def test_mmbench_rules_read_answers_as_lmms_eval_s_evaluator() -> None:
+    """Before its judge is asked, MMBench's option is read as lmms-eval's MMBench_Evaluator.prefetch_answer
+    reads it, on the stripped answer (mmbench_process_results' prediction); None where it reads none."""
+    evaluator = lmms("mmbench.en_utils").mmbench_evaluator
+    rng = random.Random(0)
+    pieces = ["A", "B", "C", "D", "E", "(", ")", ".", ":", ",", " ", "  ", "a cat", "Dog", "the answer is ", "\n"]
+    generated = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 7))) for _ in range(2000)]
+    read = EXTRACTORS.get("mmbench_judge")
+    for row in (mmbench_rows()[0], mmbench_rows()[3]):  # four options, two
+        options = DOC_PROCESSORS.get("mmbench")(row)["choices"]
+        for answer in TRICKY + generated:
+            theirs = evaluator.prefetch_answer({**row, "prediction": answer.strip()}) or None
+            assert read(answer, options, row).value == theirs, (answer, options)
+    assert [read(a, ["A cat", "A dog"]).rule for a in ("(B) A dog", "a dog", "A or B")] == [
+        "letter", "option_text", "unparsed"]  # fmt: skip
 
 
 def test_realworldqa_reads_letters_and_words_as_lmms_eval() -> None:

@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+import copy
+import os
+from collections.abc import Callable
+
 import test_tasks_mcq as t
+from judge_fixtures import JudgeArgs, ScriptedJudge
 from parity_case import ParityCase
+
+from fastmmeval.parity import PeerTask
+from fastmmeval.protocol import Message, Request, TextPart
 
 # A model that writes the role tag of its turn first: empty once cut at the stop string, "A" read whole.
 ROLE_TAG_FIRST = {"101672": ["ASSISTANT: A"]}
+
+# MMBench's judge: the scripted judge on both sides, failing on answers that hold OUTAGE (doc 1 gets one).
+OUTAGE = "(judge outage)"
+MMBENCH_JUDGE = JudgeArgs(fail_on=OUTAGE)
+MMBENCH_EXTRA = {"1": [f"Hard to tell from here {OUTAGE}"]}
+MMBENCH_EN_EXTRA = {**MMBENCH_EXTRA, "0": ["ASSISTANT: A"]}
+
+
+def mmbench_peer(name: str, utils: str) -> Callable[[], PeerTask]:
+    """lmms-eval's MMBench task `name`, its evaluator's GPT call answered by the scripted judge that
+    grades our side (a failed call as its get_chat_response reports one once its retries are spent),
+    and its results file (a side output of the aggregation) written nowhere."""
+    judge = ScriptedJudge(MMBENCH_JUDGE)
+
+    def gpt(prompt: str, **settings: object) -> str:
+        reply = judge.answer(Request("gpt", "generate", (Message("user", (TextPart(prompt),)),)))
+        return "Failed to obtain answer via API" if reply.error is not None else reply.text or ""
+
+    def build() -> PeerTask:
+        peer = PeerTask.load(name)
+        evaluator = copy.copy(peer.module(utils).mmbench_evaluator)
+        evaluator.get_chat_response = gpt
+        peer.patches = {
+            f"{utils}.mmbench_evaluator": evaluator,
+            f"{utils}.generate_submission_file": lambda file_name, args: os.devnull,
+        }
+        return peer
+
+    return build
+
+
+def mmbench_case(name: str, utils: str, extra: dict[str, list[str]]) -> ParityCase:
+    return ParityCase(name, t.mmbench_rows, t.MMBENCH, extra=extra, peer=mmbench_peer(name, utils), judge=MMBENCH_JUDGE)
+
 
 CASES = [
     ParityCase("ai2d", t.ai2d_rows, t.AI2D),
@@ -16,4 +58,7 @@ CASES = [
     ParityCase("seedbench_lite", t.seedbench_rows, t.SEEDBENCH, extra=ROLE_TAG_FIRST),
     ParityCase("realworldqa", t.realworldqa_rows, t.REALWORLDQA),
     ParityCase("mmstar", t.mmstar_rows, t.MMSTAR),
+    # en stops at ASSISTANT: (doc 0's answer is A), cn at a blank line (the pool has those)
+    *(mmbench_case(name, "en_utils", MMBENCH_EN_EXTRA) for name in ("mmbench_en_dev", "mmbench_en_dev_lite")),
+    *(mmbench_case(name, "cn_utils", MMBENCH_EXTRA) for name in ("mmbench_cn_dev", "mmbench_cn_dev_lite")),
 ]

@@ -16,11 +16,9 @@ from fastmmeval.extract.options import option_letter
 # extractor name -> the judge prompt asked when its rules leave the answer unparsed (families add theirs)
 JUDGE_ASSISTED: dict[str, str] = {
     "option_letter_judge": "mmbench_option",
-    "mmbench_judge": "mmbench_official",
 }
 # extractor name -> how the judge's reply (text, options, doc fields) becomes the answer (default: as it is);
 # benchmark families add theirs (MathVista's normalization)
 JUDGE_FINISH: dict[str, Callable[[str, Sequence[str], Mapping[str, Any]], Extraction]] = {}
 
 EXTRACTORS.add("option_letter_judge", option_letter)
-EXTRACTORS.add("mmbench_judge", option_letter)  # the same rules; its judge is asked with MMBench's own prompt

@@ -19,7 +19,9 @@ from typing import Any
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS, UNPARSED, Extraction
+from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
 from fastmmeval.extract.rules import LETTERS
+from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS, Metric
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 
@@ -141,6 +143,23 @@ def mmbench(row: dict[str, Any]) -> dict[str, Any]:
         "hinted_question": question if _missing(hint) else f"{hint} {question}",
         "judge_question": question,
     }
+
+
+@EXTRACTORS.register("mmbench_judge")
+def mmbench_rules(text: str, options: Sequence[str] = (), fields: Mapping[str, Any] | None = None) -> Extraction:
+    """The option lmms-eval's MMBench evaluator reads in the stripped answer before it asks GPT
+    (MMBench_Evaluator.prefetch_answer, its can_infer: `mmbench_can_infer`): the one letter of A-E
+    standing alone among the words, bare or marked like "(B)" or "B.", rule `letter`; else the one
+    option text inside the answer, rule `option_text`; else unparsed, and the run's judge is asked
+    with MMBench's matching prompt (mmbench_official)."""
+    answer = text.strip()
+    letter = mmbench_can_infer(answer, options)
+    if letter is None:
+        return Extraction(None, UNPARSED)
+    return Extraction(letter, "letter" if mmbench_can_infer(answer, ()) == letter else "option_text")
+
+
+JUDGE_ASSISTED["mmbench_judge"] = "mmbench_official"
 
 
 # --- MMStar and RealWorldQA: lmms-eval's shared MCQ reading ----------------------------------
