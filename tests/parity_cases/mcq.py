@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable
+from typing import Any
 
 import test_tasks_mcq as t
 from judge_fixtures import JudgeArgs, ScriptedJudge
@@ -21,6 +22,12 @@ OUTAGE = "(judge outage)"
 MMBENCH_JUDGE = JudgeArgs(fail_on=OUTAGE)
 MMBENCH_EXTRA = {"1": [f"Hard to tell from here {OUTAGE}"]}
 MMBENCH_EN_EXTRA = {**MMBENCH_EXTRA, "0": ["ASSISTANT: A"]}
+
+
+def mmmu_six_rows() -> list[dict[str, Any]]:
+    """MMMU's fixture and a sixth question: an accuracy in sixths has more decimals than lmms-eval keeps."""
+    return [*t.mmmu_rows(), t.mmmu_row("validation_History_6", "<image 1> Which century is this map from?",
+                                       "['16th', '17th', '18th', '19th']", "C", "multiple-choice", 1)]  # fmt: skip
 
 
 def mmbench_peer(name: str, utils: str) -> Callable[[], PeerTask]:
@@ -58,6 +65,9 @@ CASES = [
     ParityCase("seedbench_lite", t.seedbench_rows, t.SEEDBENCH, extra=ROLE_TAG_FIRST),
     ParityCase("realworldqa", t.realworldqa_rows, t.REALWORLDQA),
     ParityCase("mmstar", t.mmstar_rows, t.MMSTAR),
+    # Six docs and one more (wrong) answer for one: a slot of five right answers in six, past lmms-eval's rounding.
+    ParityCase("mmmu_val", mmmu_six_rows, t.MMMU, extra={"validation_History_6": ["A"]}),
+    ParityCase("cmmmu_val", t.cmmmu_rows, t.CMMMU, extra={"1": ["B"]}),
     # en stops at ASSISTANT: (doc 0's answer is A), cn at a blank line (the pool has those)
     *(mmbench_case(name, "en_utils", MMBENCH_EN_EXTRA) for name in ("mmbench_en_dev", "mmbench_en_dev_lite")),
     *(mmbench_case(name, "cn_utils", MMBENCH_EXTRA) for name in ("mmbench_cn_dev", "mmbench_cn_dev_lite")),
