@@ -99,8 +99,9 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
     for metric, filter_name, scale in zip(task.metrics, filters, scales, strict=True):
         items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
-            finite = {k: (x * scale if x is not None and math.isfinite(x) else None) for k, x in v.items()}
-            out["metrics"][name] = finite
-            out[f"{name},{filter_name}"] = finite["value"]  # lmms-eval's result keys
-            out[f"{name}_stderr,{filter_name}"] = finite["stderr"]
+            finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
+            out["metrics"][name] = finite  # on the metric's own scale, which `headline` maps to 0-100
+            # lmms-eval's result keys, on its scale
+            out[f"{name},{filter_name}"] = None if finite["value"] is None else finite["value"] * scale
+            out[f"{name}_stderr,{filter_name}"] = None if finite["stderr"] is None else finite["stderr"] * scale
     return out
