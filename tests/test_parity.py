@@ -21,6 +21,7 @@ from judge_fixtures import ScriptedJudge
 from parity_case import ParityCase
 from task_fixtures import save_split, task_config
 
+from fastmmeval.cli import main
 from fastmmeval.judge.judge import Judge, JudgeSpec
 from fastmmeval.parity import EXPLAINERS, check_task, report_lines
 from fastmmeval.tasks.catalog import Catalog
@@ -59,3 +60,28 @@ def test_every_listed_difference_names_an_explainer() -> None:
         for difference in ref.differences if ref else ():
             if not difference.startswith("unnamed_"):
                 assert difference in EXPLAINERS, f"task {name}: difference {difference!r} has no explainer"
+
+
+def _saved(task: str, data_dir: Path) -> None:
+    case = next(c for c in CASES if c.task == task)
+    save_split(data_dir, task_config(task), case.rows(), case.features)
+
+
+def test_the_cli_prints_mismatches_by_the_difference_that_explains_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _saved("ai2d", tmp_path)
+    assert main(["tasks", "--parity", "ai2d", "--data_dir", str(tmp_path), "--limit", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ai2d vs lmms-eval ai2d: 2 docs, 42 responses,") and out[0].endswith(" 0 unexplained")
+    assert any(line.strip().startswith(("2 x stop_string", "3 x stop_string")) for line in out)
+    assert not list(Path.cwd().glob("submissions")), "lmms-eval's files go to a scratch folder"
+
+
+def test_the_cli_refuses_a_judged_task_instead_of_calling_gpt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _saved("mmbench_en_dev", tmp_path)
+    assert main(["tasks", "--parity", "mmbench_en_dev", "--data_dir", str(tmp_path)]) == 1
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "mmbench_en_dev is graded by a judge" in line and "stand-in judge" in line

@@ -118,6 +118,11 @@ def check_task(
     ref = task.config.lmms_eval
     if ref is None:
         raise ConfigError(f"task {task.name} names no lmms-eval task (lmms_eval.task) to compare with")
+    if judge is None and needs_judge(task):
+        raise ConfigError(
+            f"task {task.name} is graded by a judge (and by GPT calls inside lmms-eval's scoring): its parity "
+            "check needs the same stand-in judge on both sides, as tests/test_parity.py gives it"
+        )
     peer = peer or PeerTask.load(ref.task)
     refs = task.doc_refs(limit)
     docs = [task.doc(r) for r in refs]

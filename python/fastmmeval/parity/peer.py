@@ -14,8 +14,10 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
 import re
 import sys
+import tempfile
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,14 +47,7 @@ class PeerFailure:
 
 def lmms_eval_module(name: str) -> types.ModuleType:
     """The module `lmms_eval.<name>` of lmms-eval 0.7.3, e.g. "tasks.pope.utils" or "api.metrics"."""
-    try:
-        installed = importlib.metadata.version("lmms-eval")
-    except importlib.metadata.PackageNotFoundError:
-        raise PeerUnavailable(
-            f"lmms-eval is not installed: pip install --no-deps lmms-eval=={VERSION} loguru sacrebleu evaluate pytz"
-        ) from None
-    if installed != VERSION:
-        raise PeerUnavailable(f"parity checks compare with lmms-eval {VERSION}, found {installed}")
+    _check_installed()
     full = f"lmms_eval.{name}"
     if full in sys.modules or not name.startswith("tasks."):
         return importlib.import_module(full)
@@ -66,6 +61,19 @@ def lmms_eval_module(name: str) -> types.ModuleType:
     finally:
         if stand_in:
             del sys.modules["lmms_eval.tasks"]
+
+
+@cache
+def _check_installed() -> None:
+    """PeerUnavailable unless lmms-eval 0.7.3 is installed (read once: each read parses its metadata)."""
+    try:
+        installed = importlib.metadata.version("lmms-eval")
+    except importlib.metadata.PackageNotFoundError:
+        raise PeerUnavailable(
+            f"lmms-eval is not installed: pip install --no-deps lmms-eval=={VERSION} loguru sacrebleu evaluate pytz"
+        ) from None
+    if installed != VERSION:
+        raise PeerUnavailable(f"parity checks compare with lmms-eval {VERSION}, found {installed}")
 
 
 def tasks_dir() -> Path:
@@ -101,7 +109,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 @cache
 def _task_files() -> dict[str, Path]:
     """lmms-eval task name -> its YAML file (a name given by `task:`, found without parsing every file)."""
-    named = re.compile(r"^task:\s*['\"]?([^'\"\s#]+)", re.M)
+    named = re.compile(r"^task\s*:\s*['\"]?([^'\"\s#]+)", re.M)  # flickr30k writes `task : name`
     out: dict[str, Path] = {}
     for path in sorted(tasks_dir().rglob("*.yaml")):
         for name in named.findall(path.read_text(encoding="utf-8", errors="replace")):
@@ -118,6 +126,8 @@ class PeerTask:
     config: dict[str, Any]
     # Replacements for module attributes (e.g. a GPT call) while its hooks run: "utils.get_chat_response" -> value.
     patches: dict[str, Any] = field(default_factory=dict)
+    # What aggregations taking lmms-eval's run arguments get (`args`, e.g. a namespace with output_path).
+    run_args: Any = None
 
     @classmethod
     def load(cls, name: str) -> PeerTask:
@@ -189,7 +199,9 @@ class PeerTask:
             return doc[value]
         if value is None:
             return None
-        raise PeerUnavailable(f"lmms-eval task {self.name}: {key} {value!r} is a template this check does not read")
+        if isinstance(value, str):  # a Jinja template (plain text renders as itself), as ConfigurableTask reads it
+            return lmms_eval_module("utils").apply_template(value, doc)
+        raise PeerUnavailable(f"lmms-eval task {self.name}: {key} {value!r} is not a field, template or hook")
 
     def target(self, doc: Mapping[str, Any]) -> Any:
         """`doc_to_target`: a hook (given `model_specific_target_kwargs`' default when the YAML has
@@ -300,7 +312,7 @@ class PeerTask:
                         module, fn_name = aggregation.ref.rsplit(".", 1)
                         fn = getattr(self.module(module), fn_name)
                         try:
-                            out[f"{metric},{name}"] = _call_aggregation(fn, values)
+                            out[f"{metric},{name}"] = _call_aggregation(fn, values, self.run_args)
                         except Exception as e:  # a run of lmms-eval stops there: no value to compare
                             out[f"{metric},{name}"] = PeerFailure(f"{fn_name}: {type(e).__name__}: {e}")
                     else:
@@ -318,10 +330,10 @@ def _call(fn: Callable[..., Any], doc: dict[str, Any], kwargs: dict[str, Any] | 
     return fn(doc, kwargs) if len(params) >= 2 and kwargs is not None else fn(doc)
 
 
-def _call_aggregation(fn: Callable[..., Any], values: list[Any]) -> Any:
-    """An aggregation hook; those taking `args` (a run's options, for file output) get None."""
+def _call_aggregation(fn: Callable[..., Any], values: list[Any], args: Any) -> Any:
+    """An aggregation hook; those taking `args` (a run's options, for file output) get `args`."""
     params = inspect.signature(fn).parameters
-    return fn(values, None) if len(params) >= 2 else fn(values)
+    return fn(values, args) if len(params) >= 2 else fn(values)
 
 
 def _part(content: Mapping[str, Any]) -> PeerPart:
@@ -342,13 +354,20 @@ class Fresh:
 
 
 class _Patched:
-    """Sets module attributes for the duration of a block (nested uses are fine)."""
+    """Sets module attributes for the duration of a block (nested uses are fine), in a scratch
+    working folder: lmms-eval's aggregations write report and submission files under the current
+    one when no run's output path is given."""
 
     def __init__(self, task: PeerTask, patches: Mapping[str, Any]) -> None:
         self.task, self.patches = task, patches
         self.saved: list[tuple[types.ModuleType, str, Any]] = []
+        self.cwd: str | None = None
+        self.scratch: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> None:
+        self.cwd = os.getcwd()
+        self.scratch = tempfile.TemporaryDirectory(prefix="fastmmeval-parity-")
+        os.chdir(self.scratch.name)
         for target, value in self.patches.items():
             module_name, attr = target.rsplit(".", 1)
             module = self.task.module(module_name)
@@ -359,3 +378,6 @@ class _Patched:
         for module, attr, value in reversed(self.saved):
             setattr(module, attr, value)
         self.saved.clear()
+        if self.cwd is not None and self.scratch is not None:
+            os.chdir(self.cwd)
+            self.scratch.cleanup()
