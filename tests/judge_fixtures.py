@@ -95,17 +95,23 @@ class ScriptedJudge(_Scripted):
             _, truth, pred = prompt.rsplit("\n", 1)[-1].removesuffix(" |").split(" | ")
             if self.args.fail_on and self.args.fail_on in pred:
                 return Response(request.id, error="HTTP 500: scripted judge failure")
+            if self.args.garbage_on and self.args.garbage_on in pred:
+                return Response(request.id, text="I would rather not grade this one.")
             tight = [t.replace(" <AND> ", "<AND>").replace(" <OR> ", "<OR>").strip() for t in (truth, pred)]
             right = tight[0] == tight[1]
             return Response(request.id, text=f"{(0.5 if self.args.harsh else 1.0) if right else 0.0} (scripted)")
         if prompt.endswith("\n\nExtracted answer: "):  # MathVista's extraction prompt: the last list, number or letter
             response = prompt.removesuffix("\n\nExtracted answer: ").rsplit("\n\n", 1)[1]
+            if self.args.fail_on and self.args.fail_on in response:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
             found = re.findall(r"\[[^\]]*\]", response) or re.findall(r"-?\d+(?:\.\d+)?", response)
             found = found or re.findall(r"\b[A-Z]\b", response)
             return Response(request.id, text=found[-1] if found else "")
         if prompt.startswith("Imagine you are an intelligent teacher."):  # HallusionBench's correctness prompt
             reference = prompt.split("\nReference answer: ", 1)[1].split("\nPrediction answer:", 1)[0]
             answer = prompt.split("\nPrediction answer:", 1)[1].removesuffix("\nOutput:")
+            if self.args.fail_on and self.args.fail_on in answer:
+                return Response(request.id, error="HTTP 500: scripted judge failure")
             said = re.findall(r"\b(yes|no)\b", answer.lower())
             truth = "yes" if re.search(r"\b(yes|true)\b", reference.lower()) else "no"
             return Response(request.id, text="unclear" if not said else "correct" if said[0] == truth else "incorrect")
@@ -123,6 +129,8 @@ class ScriptedJudge(_Scripted):
             answer = prompt.split("[Assistant 2]\n", 1)[1].split("\n\n[End of Assistant 2]", 1)[0]
             if self.args.fail_on and self.args.fail_on in answer:
                 return Response(request.id, error="HTTP 500: scripted judge failure")
+            if self.args.garbage_on and self.args.garbage_on in answer:
+                return Response(request.id, text="I would rather not grade this one.")
             score = (4 if self.args.harsh else 8) if answer.strip() == reference.strip() else 2
             return Response(request.id, text=f"8 {score}\nCompared with the reference (scripted).")
         if prompt.startswith("You are a strict evaluator assessing answer correctness."):  # lmms-eval's binary prompt

@@ -35,7 +35,7 @@ PINNED = {
     "mathverse_testmini_vision_dominant": "b1a8d529300267e4",
     "mathverse_testmini_vision_intensive": "e235b1d2d22600ed",
     "mathverse_testmini_vision_only": "facbf1d88e0d739f",
-    "mathvista_testmini": "ebfa8aa7a55c127a",
+    "mathvista_testmini": "e59c06eb30bf0fcf",
     "mmbench_cn_dev": "4e20b949cf1d24bb",
     "mmbench_cn_dev_lite": "81c447d895484d98",
     "mmbench_en_dev": "c8941a75a981ad41",

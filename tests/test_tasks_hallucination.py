@@ -147,12 +147,12 @@ def test_a_task_reads_lmms_eval_data_prompt_and_generation_settings(task: str) -
     )
     kwargs = reference["generation_kwargs"]
     assert (config.generation.max_new_tokens, config.generation.temperature) == (kwargs["max_new_tokens"], 0)
-    assert "until" not in kwargs and config.generation.stop == ()  # its default "\n\n": a listed difference
-    assert any("No stop string" in d for d in config.lmms_eval.differences.values())
+    assert "until" not in kwargs and config.generation.stop == ()  # its default "\n\n", which its chat models ignore
+    assert any("No stop string" in n for n in config.lmms_eval.notes)
     assert config.lmms_eval is not None and config.lmms_eval.task == task and config.lmms_eval.differences
     assert config.group == ("hallucination",)
-    if kwargs["top_p"] == 0:  # inert under greedy decoding: a listed difference
-        assert config.generation.top_p == 1.0 and any("top_p" in d for d in config.lmms_eval.differences.values())
+    if kwargs["top_p"] == 0:  # inert under greedy decoding: a note
+        assert config.generation.top_p == 1.0 and any("top_p" in n for n in config.lmms_eval.notes)
 
 
 def lmms_eval_keys(task: str) -> list[str]:
@@ -168,7 +168,8 @@ def test_the_pope_samplings_are_pope_on_lmms_eval_full_splits() -> None:
         assert (ours.dataset.name, ours.split, ours.docs) == ("Full", split, 3000)
         assert replace(ours, task="pope", dataset=pope.dataset, split="test", docs=9000, description=pope.description,
                        lmms_eval=pope.lmms_eval, source_file=pope.source_file) == pope  # fmt: skip
-        assert list(ours.lmms_eval.differences.values())[:-1] == list(pope.lmms_eval.differences.values())
+        assert ours.lmms_eval.differences == pope.lmms_eval.differences
+        assert ours.lmms_eval.notes[:-1] == pope.lmms_eval.notes
 
 
 def test_prompts_equal_lmms_eval(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from fastmmeval.judge.pipeline import judged_score
 from fastmmeval.metrics import METRICS
 from fastmmeval.metrics.base import JUDGE_VERDICT
 from fastmmeval.protocol import Response
+from fastmmeval.tasks.families.mathvista import get_most_similar
 from fastmmeval.tasks.task import Task
 
 S, IMAGE = datasets.Value("string"), datasets.Image()
@@ -147,7 +148,7 @@ def test_a_judge_task_reads_lmms_eval_data_and_generation_settings(task: str) ->
     assert config.generation.temperature == kwargs.get("temperature", 0)
     assert config.generation.top_p == kwargs.get("top_p", 1.0)
     assert config.generation.stop == tuple(kwargs.get("until", ()))  # without one, lmms-eval's default "\n\n":
-    assert "until" in kwargs or any("No stop string" in d for d in config.lmms_eval.differences.values())
+    assert "until" in kwargs or any("No stop string" in n for n in config.lmms_eval.notes)
     assert config.lmms_eval is not None and config.lmms_eval.differences and config.group == ("judge",)
     assert config.lmms_eval.task == reference["task"] == (task if task != "mathvista_testmini" else f"{task}_format")
 
@@ -311,3 +312,23 @@ def test_the_mathvista_extraction_judge_is_asked_and_read_as_lmms_eval_asks_and_
         if row["answer_type"] != "float":
             assert ours["extracted"] == theirs["prediction"]
             assert ours["metrics"]["llm_as_judge_eval"] == 100.0 * theirs["true_false"] == 100.0
+
+
+def test_an_empty_mathvista_response_is_wrong_and_no_judge_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lmms-eval's own mathvista_process_results asks GPT nothing for an empty response either; it
+    takes the choice closest to '' on a choice question (difference empty_is_wrong), else is wrong."""
+    peer = lmms_eval_module("tasks.mathvista.utils")
+    monkeypatch.setattr(peer.mathvista_evaluator, "get_chat_response", lambda *a, **k: pytest.fail("asked GPT"))
+    extract, metric = EXTRACTORS.get("mathvista_judge"), METRICS.get("mathvista_accuracy")
+    for row, text, calls in judge_queries(monkeypatch, tmp_path, "mathvista_testmini", mathvista_rows(), MATHVISTA,
+                                          lambda r: " \n"):  # fmt: skip
+        found = extract(text, (), row)
+        assert calls == [] and (found.value, found.rule) == (None, "empty")
+        assert metric.score(found.value, [row["answer"]], row) == 0.0
+        theirs = peer.mathvista_process_results(row, [text.strip()])["llm_as_judge_eval"]
+        if row["choices"]:
+            assert theirs["prediction"] == get_most_similar("", row["choices"])
+        else:
+            assert theirs["true_false"] is False

@@ -41,6 +41,7 @@ from fastmmeval.tasks.processors import DOC_PROCESSORS, text_field
 from fastmmeval.tasks.render import format_options
 
 _QUICK = re.compile(r'The answer is "(.*)"\.')
+EMPTY = "empty"  # the rule of an empty response: wrong, and no judge is asked
 _LIST = re.compile(r"\[[^\[\]]*\]")
 
 
@@ -138,11 +139,15 @@ def mathvista_rules_first(
 ) -> Extraction:
     """Upstream's rules before its GPT extraction, normalized: the response is a choice's text, or
     (integer / float answers) a number Python reads as it is; every other response is unparsed here,
-    for the judge (`mathvista_extract`), whose reply `mathvista_finish` normalizes."""
+    for the judge (`mathvista_extract`), whose reply `mathvista_finish` normalizes. An empty response
+    is wrong (rule `empty`) without a judge call, as upstream asks none for it (and then takes the
+    choice closest to '', a guess, which is not taken here)."""
     fields = fields or {}
     question_type = text_field(fields, "question_type", "mathvista")
     answer_type = text_field(fields, "answer_type", "mathvista")
     response = text.strip()
+    if not response:
+        return Extraction(None, EMPTY)
     choices = [str(c) for c in (fields.get("choices") or options)]
     if question_type == "multi_choice" and response in choices:
         return Extraction(response, "choice_text")
