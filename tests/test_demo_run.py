@@ -20,6 +20,6 @@ def test_socratic_on_the_demo_group_scores_every_task(tmp_path: Path, capsys: py
         assert (r["n"], r["n_failed"]) == (4, 0), name
         [(metric, value)] = r["metrics"].items()
         assert 0.0 <= value["value"] <= 1.0 and name in table and metric in table
-    assert results["demo_objects"]["extract_rules"] == {"loglikelihood_argmax": 4}
+    assert results["demo_objects"]["extract_rules"] == {"loglikelihood_argmax_per_byte": 4}
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model_fingerprint"]["lm"]["gguf_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -15,7 +15,7 @@ PINNED = {
     "coco2017_cap_val_lite": "cde6f3b426f0b165",
     "demo_digits": "52faee6d7f01918d",
     "demo_digits_judged": "5f96f55242f57e11",
-    "demo_objects": "74f77bee1394162e",
+    "demo_objects": "60816cf5842c0328",
     "demo_objects_judged": "738ebd707bc5fba5",
     "demo_yesno": "cbb0e39a535f7511",
     "docvqa_val": "9a701c9cf1f6bb1a",

@@ -19,6 +19,7 @@ from fastmmeval.console import print_table, stdout_console
 from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.hub import go_offline, hub_offline, hub_reachable
 from fastmmeval.images import image_flags
+from fastmmeval.protocol import MC_MODES
 
 if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
@@ -78,6 +79,14 @@ def _run_parser(sub: Any) -> None:
         "--bootstrap_iters", type=non_negative_int, default=1000, help="resamples for non-mean stderrs (0: none)"
     )
     p.add_argument("--include_path", action="append", default=[], help="extra folder of task YAML files")
+    p.add_argument(
+        "--mc_mode",
+        choices=MC_MODES,
+        default=None,
+        help="how every multiple_choice task is asked: gen (the model writes its answer, the task's extractor "
+        "reads the letter) or ppl (each option's text scored by log-likelihood: acc and acc_norm). Part of each "
+        "task's fingerprint. Default: each task file's own; generate tasks (MMMU, MMStar, ...) are untouched",
+    )
     _data_dir_flag(p)
     image_flags(p)
     p.add_argument(
@@ -202,6 +211,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
         include_path=[str(Path(p).resolve()) for p in args.include_path],
         max_image_pixels=args.max_image_pixels,
         allow_absolute_image_paths=args.allow_absolute_image_paths,
+        mc_mode=args.mc_mode,
         judges=judge_specs(args.judge_model, args.judge_args, args.judge_config),
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)

@@ -24,6 +24,7 @@ from fastmmeval.judge.pipeline import JudgePanel, Judging, judge_calls, needs_ju
 from fastmmeval.metrics import overall_score
 from fastmmeval.models import MODELS, Model, parse_model_args
 from fastmmeval.models.base import add_usage
+from fastmmeval.protocol import MC_MODES
 from fastmmeval.results import RunDir, git_hash, versions
 from fastmmeval.runlock import run_lock
 from fastmmeval.samples import aggregate, build_sample, failure_kind
@@ -127,12 +128,14 @@ class RunConfig:
     judges: list[JudgeSpec] = field(default_factory=list)
     max_image_pixels: int | None = DEFAULT_MAX_PIXELS  # a doc with a larger image fails, unreadable
     allow_absolute_image_paths: bool = False  # for every task, not only those whose dataset allows them
+    mc_mode: str | None = None  # gen or ppl for every multiple-choice task (None: each task file's own)
 
 
 # What a run started before a setting existed ran with: its default (a run config with a later setting's
 # default equals the older one, so --resume finds it).
 _SETTING_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.name in ("max_image_pixels",
-                                                                               "allow_absolute_image_paths")}
+                                                                               "allow_absolute_image_paths",
+                                                                               "mc_mode")}
 
 
 def _seed_everything(seed: int) -> None:
@@ -179,6 +182,8 @@ def _check(config: RunConfig, batch_size: int | None) -> None:
                              ("bootstrap_iters", config.bootstrap_iters, 0)):
         if value is not None and value < low:
             raise ConfigError(f"--{name} must be at least {low}, got {value}")
+    if config.mc_mode not in (None, *MC_MODES):
+        raise ConfigError(f"--mc_mode must be gen or ppl, got {config.mc_mode!r}")
 
 
 def _evaluate(
@@ -192,7 +197,8 @@ def _evaluate(
     retry_failed: bool,
     held: ExitStack,
 ) -> tuple[RunDir, dict[str, Any]]:
-    tasks = resolve(config.tasks, config.include_path, config.max_image_pixels, config.allow_absolute_image_paths)
+    tasks = resolve(config.tasks, config.include_path, config.max_image_pixels, config.allow_absolute_image_paths,
+                    config.mc_mode)
     for task in tasks:
         for metric in task.metrics:
             problem = metric.unavailable() if metric.unavailable else None

@@ -12,6 +12,9 @@ from PIL import Image
 
 Role = Literal["system", "user", "assistant"]
 RequestKind = Literal["generate", "loglikelihood"]
+# How a multiple-choice task is asked: gen (a generate request, its answer read for the letter) or ppl (a
+# loglikelihood request scoring each option's text).
+MC_MODES = ("gen", "ppl")
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         "n_failed": len(failed),
         "failures": dict(Counter(failure_kind(s).value for s in failed)),  # type: ignore[union-attr]
         "extract_rules": dict(Counter(s["extract_rule"] for s in scored)),
-        "headline_metric": task.config.metrics[0] if task.config.metrics else None,
+        "headline_metric": task.headline_metric,
         "headline_as": task.metrics[0].name if task.metrics else None,
         "metrics": {},
     }
@@ -93,10 +93,7 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
         out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
         out["judge_agreement"] = agreement(judged)
-    config = task.config
-    filters = config.metric_filters or ("none",) * len(task.metrics)
-    scales = config.metric_scales or (1.0,) * len(task.metrics)
-    for metric, filter_name, scale in zip(task.metrics, filters, scales, strict=True):
+    for metric, filter_name, scale in zip(task.metrics, task.metric_filters, task.metric_scales, strict=True):
         items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
             finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}

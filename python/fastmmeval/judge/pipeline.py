@@ -25,8 +25,8 @@ Use = tuple[str, JudgePrompt, JudgeInput]
 
 
 def needs_judge(task: Task) -> bool:
-    """Whether the task has judge metrics or a judge-assisted extractor."""
-    return any(m.judge for m in task.metrics) or task.config.extractor in JUDGE_ASSISTED
+    """Whether the task has judge metrics or a judge-assisted extractor (unused in ppl mode)."""
+    return any(m.judge for m in task.metrics) or (task.extract is not None and task.config.extractor in JUDGE_ASSISTED)
 
 
 def judge_calls(task: Task, doc: Doc, request: Request, response: Response) -> list[Use]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from fastmmeval.errors import FastmmevalError
+from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
-from fastmmeval.tasks.config import InterleavedText, TaskConfig
+from fastmmeval.tasks.config import InterleavedText, TaskConfig, ppl_messages
 from fastmmeval.tasks.task import Task
 
 
@@ -22,6 +23,15 @@ def _part(kind: str, value: str | InterleavedText) -> str:
     if isinstance(value, InterleavedText):
         return f"{value.template} (at each {value.pattern}: the image of {value.images!r} its group numbers)"
     return value if kind == "text" else f"<image:{value}>"
+
+
+def _ppl(config: TaskConfig) -> dict[str, str]:
+    """How a multiple-choice task is asked in ppl mode (its own mode or `--mc_mode ppl`)."""
+    try:
+        prompt = _template(replace(config, doc_to_messages=ppl_messages(config)))
+    except ConfigError as e:
+        prompt = f"none: {e}"
+    return {"prompt": prompt, "headline": config.ppl.headline, "target_delimiter": config.ppl.target_delimiter}
 
 
 def protocol_card(config: TaskConfig) -> dict[str, Any]:
@@ -46,6 +56,7 @@ def protocol_card(config: TaskConfig) -> dict[str, Any]:
         "prompt": _template(config),
         "output_type": config.output_type,
         "mc_mode": config.mc_mode,
+        "ppl": _ppl(config) if config.output_type == "multiple_choice" else None,
         "extractor": config.extractor,
         "metrics": {m: k for m, k in zip(config.metrics, config.metric_keys or config.metrics, strict=True)},
         "generation": {

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.protocol import GenerationSettings
+from fastmmeval.protocol import MC_MODES, GenerationSettings
 from fastmmeval.tasks.inherit import resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
@@ -20,7 +20,7 @@ OutputType = Literal["generate", "multiple_choice"]
 TASK_KEYS = {
     "task", "version", "group", "description", "dataset", "split", "doc_id", "doc_to_messages",
     "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
-    "process_doc", "where", "docs", "lmms_eval",
+    "process_doc", "where", "docs", "lmms_eval", "ppl",
 }  # fmt: skip
 DATASET_KEYS = {
     "path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder", "allow_absolute_paths",
@@ -31,6 +31,7 @@ SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
 ROLES = {"system", "user", "assistant"}
 METRIC_ENTRY_KEYS = ("metric", "as", "filter", "scale")
 LMMS_EVAL_KEYS = {"task", "differences", "notes"}
+PPL_KEYS = {"doc_to_messages", "headline", "target_delimiter"}
 INTERLEAVE_KEYS = {"pattern", "images"}
 # Ids given to the entries of a `differences` list (the form before ids); a parity check refuses them.
 UNNAMED_DIFFERENCE = "unnamed_"
@@ -94,6 +95,18 @@ class MessageTemplate:
 
 
 @dataclass(frozen=True)
+class PplSpec:
+    """How a multiple-choice task is asked in ppl mode: its prompt (None: its own, cut after the `{options}`
+    slot, see `ppl_messages`), the headline accuracy (`acc`: summed log-probability; `acc_norm`: per byte of
+    the option text) and what goes before each option's text in its continuation (lmms-eval's and
+    lm-evaluation-harness's `target_delimiter`)."""
+
+    doc_to_messages: tuple[MessageTemplate, ...] | None = None
+    headline: Literal["acc", "acc_norm"] = "acc"
+    target_delimiter: str = ""
+
+
+@dataclass(frozen=True)
 class TaskConfig:
     """A parsed task file."""
 
@@ -116,6 +129,7 @@ class TaskConfig:
     lmms_eval: LmmsEvalRef | None = None
     choices: str | None = None
     mc_mode: Literal["gen", "ppl"] | None = None
+    ppl: PplSpec = field(default_factory=PplSpec)
     doc_id: str | None = None
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     version: str = "0"
@@ -135,6 +149,10 @@ class TaskConfig:
         if self.doc_ids is None:
             payload.pop("doc_ids")  # fingerprints of whole tasks stay what they were before subsets existed
         payload["dataset"] = self.dataset.identity()
+        if self.mc_mode == "ppl":  # the prompt it is asked with; in gen mode the ppl block changes nothing
+            payload["ppl"]["doc_to_messages"] = [asdict(m) for m in ppl_messages(self)]
+        else:
+            payload.pop("ppl")
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -199,13 +217,13 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         if choices is None:
             raise ConfigError(f"{path}:{data.line}: multiple_choice tasks need `choices` (the options field)")
         mc_mode = mc_mode or "gen"
-        if mc_mode not in ("gen", "ppl"):
+        if mc_mode not in MC_MODES:
             raise r.fail(data, "mc_mode", f"must be gen or ppl, got {mc_mode!r}")
         if mc_mode == "gen" and extractor is None:
             extractor = "option_letter"
     elif mc_mode is not None:
         raise r.fail(data, "mc_mode", "only multiple_choice tasks have an mc_mode")
-    return TaskConfig(
+    config = TaskConfig(
         task=r.get(data, "task", str),
         version=str(r.get(data, "version", (str, int, float), "0")),
         group=r.str_list(data, "group", ()),
@@ -218,6 +236,7 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         output_type=output_type,
         choices=choices,
         mc_mode=mc_mode,
+        ppl=_parse_ppl(r, data, output_type),
         extractor=extractor,
         **_parse_metrics(r, data),
         generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
@@ -227,6 +246,80 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         lmms_eval=_parse_lmms_eval(r, data),
         source_file=str(path),
     )
+    if mc_mode == "ppl":
+        ppl_messages(config)  # a prompt with nothing to cut fails here, with its file
+    return config
+
+
+def _parse_ppl(r: _Reader, data: LineDict, output_type: str) -> PplSpec:
+    """`ppl: {doc_to_messages, headline: acc|acc_norm, target_delimiter}`, each optional (see PplSpec)."""
+    block = r.get(data, "ppl", dict, None)
+    if block is None:
+        return PplSpec()
+    if output_type != "multiple_choice":
+        raise r.fail(data, "ppl", "only multiple_choice tasks have a ppl block")
+    r.check_keys(block, PPL_KEYS, "ppl")
+    headline = r.get(block, "headline", str, PplSpec.headline)
+    if headline not in ("acc", "acc_norm"):
+        raise r.fail(block, "headline", f"must be acc or acc_norm, got {headline!r}")
+    return PplSpec(
+        doc_to_messages=_parse_messages(r, block) if "doc_to_messages" in block else None,
+        headline=headline,
+        target_delimiter=r.get(block, "target_delimiter", str, PplSpec.target_delimiter),
+    )
+
+
+def ppl_messages(config: TaskConfig) -> tuple[MessageTemplate, ...]:
+    """The prompt a multiple-choice task is asked with in ppl mode: its ppl block's, else its own with
+    each text part that holds the `{options}` slot cut right after the last one (the letter instruction a
+    gen prompt puts there goes). A task whose prompt has no such slot must write its ppl prompt."""
+    if config.ppl.doc_to_messages is not None:
+        return config.ppl.doc_to_messages
+    turns, cut = [], False
+    for turn in config.doc_to_messages:
+        parts = []
+        for kind, value in turn.parts:
+            if kind == "text":
+                kept = _up_to_options(value.template if isinstance(value, InterleavedText) else value)
+                if kept is not None:
+                    value = replace(value, template=kept) if isinstance(value, InterleavedText) else kept
+                    cut = True
+            parts.append((kind, value))
+        turns.append(replace(turn, parts=tuple(parts)))
+    if not cut:
+        raise ConfigError(
+            f"{config.source_file}: task {config.task}: ppl mode needs `ppl: {{doc_to_messages: ...}}`, a prompt "
+            "without the letter instruction (its prompt has no {options} slot to cut the instruction after)"
+        )
+    return tuple(turns)
+
+
+def _up_to_options(template: str) -> str | None:
+    """`template` up to and including its last `{options}` slot; None when it has none."""
+    pieces = list(string.Formatter().parse(template))
+    ends = [i for i, (_, name, _, _) in enumerate(pieces) if name == "options"]
+    if not ends:
+        return None
+    out = []
+    for literal, name, spec, conversion in pieces[: ends[-1] + 1]:
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is not None:
+            out.append("{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}")
+    return "".join(out)
+
+
+def with_mc_mode(config: TaskConfig, mc_mode: str) -> TaskConfig:
+    """`config` asked in `mc_mode` (gen or ppl) as if its file said so (gen without an extractor reads the
+    letter with option_letter); a generate task is returned as it is."""
+    if mc_mode not in MC_MODES:
+        raise ConfigError(f"mc_mode must be gen or ppl, got {mc_mode!r}")
+    if config.output_type != "multiple_choice" or config.mc_mode == mc_mode:
+        return config
+    extractor = config.extractor or ("option_letter" if mc_mode == "gen" else None)
+    out = replace(config, mc_mode=mc_mode, extractor=extractor)
+    if mc_mode == "ppl":
+        ppl_messages(out)
+    return out
 
 
 def _parse_metrics(r: _Reader, data: LineDict) -> dict[str, tuple[Any, ...]]:

@@ -13,9 +13,10 @@ from fastmmeval.extract import EXTRACTORS, Extraction
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.images import DEFAULT_MAX_PIXELS, bound_decoders
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
+from fastmmeval.metrics.likelihood import LIKELIHOOD_METRICS, OPTION_LIKELIHOODS, OptionLikelihoods
 from fastmmeval.protocol import Doc, GenerationSettings, Request, Response
 from fastmmeval.tasks import families as _families  # noqa: F401  (registers benchmark processors)
-from fastmmeval.tasks.config import TaskConfig
+from fastmmeval.tasks.config import TaskConfig, ppl_messages
 from fastmmeval.tasks.processors import DOC_PROCESSORS, PROCESSOR_DATA
 from fastmmeval.tasks.render import format_options, render_messages
 from fastmmeval.tasks.sources import Rows, load_rows
@@ -34,7 +35,8 @@ class DocRef:
 class Task:
     """One task file bound to its data, extractor and metrics. `max_image_pixels` (None: no cap) and
     `allow_absolute_image_paths` are run settings for its images, not protocol: the fingerprint leaves
-    them out."""
+    them out. A multiple-choice task in ppl mode reports `acc` and `acc_norm` (its ppl headline first),
+    then its own metrics scored on the headline's pick."""
 
     def __init__(
         self,
@@ -51,8 +53,26 @@ class Task:
         self.metrics: list[Metric] = [
             replace(METRICS.get(m), name=k) for m, k in zip(config.metrics, keys, strict=True)
         ]
+        # Per metric: the filter name of its result keys and the factor its values are reported at.
+        self.metric_filters = config.metric_filters or ("none",) * len(self.metrics)
+        self.metric_scales = config.metric_scales or (1.0,) * len(self.metrics)
+        if any(m in LIKELIHOOD_METRICS for m in config.metrics):
+            raise ConfigError(f"{config.source_file}: field 'metrics': acc and acc_norm are not listed, ppl mode "
+                              "reports them itself")
+        self.ppl = config.output_type == "multiple_choice" and config.mc_mode == "ppl"
+        self.messages = ppl_messages(config) if self.ppl else config.doc_to_messages
+        # The registered name of the headline metric (results.json's headline_metric).
+        self.headline_metric = config.ppl.headline if self.ppl else next(iter(config.metrics), None)
+        if self.ppl:
+            taken = [m.name for m in self.metrics if m.name in LIKELIHOOD_METRICS]
+            if taken:
+                raise ConfigError(f"{config.source_file}: result key {taken[0]} is taken by ppl mode's own metric")
+            order = LIKELIHOOD_METRICS if self.headline_metric == LIKELIHOOD_METRICS[0] else LIKELIHOOD_METRICS[::-1]
+            self.metrics = [METRICS.get(name) for name in order] + self.metrics
+            self.metric_filters = ("none",) * len(order) + tuple(self.metric_filters)
+            self.metric_scales = (1.0,) * len(order) + tuple(self.metric_scales)
         self.process = DOC_PROCESSORS.get(config.process_doc) if config.process_doc else None
-        self.extract = EXTRACTORS.get(config.extractor) if config.extractor else None
+        self.extract = EXTRACTORS.get(config.extractor) if config.extractor and not self.ppl else None
         if config.output_type == "generate" and self.extract is None:
             raise ConfigError(f"{config.source_file}: generate tasks need an `extractor` (e.g. raw)")
 
@@ -172,8 +192,10 @@ class Task:
         options = self.options(doc)
         if options:  # in a multiple-choice prompt, `{options}` is always the lettered list
             fields["options"] = format_options(options)
+        if self.ppl and not all(options):
+            raise DocError(f"{where}: option {LETTERS[options.index('')]} is empty: ppl mode scores each option's text")
         messages = render_messages(
-            self.config.doc_to_messages,
+            self.messages,
             fields,
             self.rows.image_root,
             where,
@@ -182,8 +204,9 @@ class Task:
         )
         self.targets(doc)  # a doc without a usable target fails before it costs model time
         generation: GenerationSettings = replace(self.config.generation, seed=seed + doc.index)
-        if self.config.output_type == "multiple_choice" and self.config.mc_mode == "ppl":
-            return Request(f"{self.name}/{doc.id}", "loglikelihood", messages, generation, tuple(options))
+        if self.ppl:
+            continuations = tuple(self.config.ppl.target_delimiter + o for o in options)
+            return Request(f"{self.name}/{doc.id}", "loglikelihood", messages, generation, continuations)
         return Request(f"{self.name}/{doc.id}", "generate", messages, generation)
 
     def _named(self, doc: Doc, step: Callable[[], T]) -> T:
@@ -194,11 +217,18 @@ class Task:
             where = self.where(doc)
             raise (e if str(e).startswith(where) else e.at(where)) from None
 
+    def likelihoods(self, doc: Doc, response: Response) -> OptionLikelihoods:
+        """The options' log-probabilities in a loglikelihood response, beside their texts."""
+        assert response.logprobs is not None
+        return OptionLikelihoods(tuple(response.logprobs), tuple(self.options(doc)))
+
     def extraction(self, doc: Doc, response: Response) -> Extraction:
-        """The answer the task's rules read from a successful response (argmax for loglikelihood)."""
+        """The answer the task's rules read from a successful response; in ppl mode the option its headline
+        picks (`loglikelihood_argmax` for acc, `loglikelihood_argmax_per_byte` for acc_norm)."""
         if response.logprobs is not None:
-            best = max(range(len(response.logprobs)), key=lambda i: response.logprobs[i])
-            return Extraction(LETTERS[best], "loglikelihood_argmax")
+            per_byte = self.config.ppl.headline == "acc_norm"
+            best = self._named(doc, lambda: self.likelihoods(doc, response).best(per_byte))
+            return Extraction(LETTERS[best], "loglikelihood_argmax" + ("_per_byte" if per_byte else ""))
         assert self.extract is not None and response.text is not None
         return self._named(doc, lambda: self.extract(response.text, self.options(doc), doc.fields))
 
@@ -216,6 +246,8 @@ class Task:
         targets = self.targets(doc)
         extraction = extraction or self.extraction(doc, response)
         fields = doc.fields
+        if response.logprobs is not None:
+            fields = {**fields, OPTION_LIKELIHOODS: self.likelihoods(doc, response)}
         verdicts = verdicts or {}
 
         def value(m: Metric) -> Any:
