@@ -52,7 +52,14 @@ class Mismatch:
         where = ", ".join(self.doc_ids[:3]) + (" ..." if len(self.doc_ids) > 3 else "")
         said = "" if self.kind in ("prompt", "keys") else f" responses {list(self.responses[:2])!r}"
         why = ", ".join(self.explained_by) or "UNEXPLAINED"
-        return f"{self.kind} {self.key} (docs {where}{said}): ours {self.ours!r}, lmms-eval {self.theirs!r} [{why}]"
+        ours, theirs = _plain(self.ours), _plain(self.theirs)
+        return f"{self.kind} {self.key} (docs {where}{said}): ours {ours!r}, lmms-eval {theirs!r} [{why}]"
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (for printing)."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) and getattr(value, "ndim", None) == 0 else value
 
 
 @dataclass
