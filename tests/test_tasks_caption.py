@@ -450,3 +450,21 @@ def test_a_lite_task_is_its_full_task_on_the_lite_subset(task: str) -> None:
     assert {k: v for k, v in lite_yaml.items() if k not in data_keys} == {
         k: v for k, v in full_yaml.items() if k not in data_keys
     }
+
+
+def test_the_parity_check_s_tokenizer_stand_in_gives_ptbtokenizer_s_tokens() -> None:
+    """The parity check runs lmms-eval's scoring with PTBTokenizer once per distinct caption
+    (tests/parity_cases/caption.py): new, cached and empty captions get PTBTokenizer's tokens, and
+    a caption that is two lines to Java sends the whole input to PTBTokenizer as it is."""
+    from parity_cases.caption import LinePTBTokenizer
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    def captions(*images: list[str]) -> dict[int, list[dict[str, str]]]:
+        return {i: [{"caption": t} for t in texts] for i, texts in enumerate(images)}
+
+    ordinary = captions([CAPTIONS[0][0], ""], ["A cat on a <b>mat</b>.", "It's 5 o'clock.\nA clock.", WRONG])
+    expected = PTBTokenizer().tokenize(ordinary)
+    assert LinePTBTokenizer().tokenize(ordinary) == expected
+    assert LinePTBTokenizer().tokenize(ordinary) == expected  # from the cache, no Java
+    two_lines = captions([CAPTIONS[1][0]], ["A cat\ron a mat."])
+    assert LinePTBTokenizer().tokenize(two_lines) == PTBTokenizer().tokenize(two_lines)

@@ -285,16 +285,22 @@ def meteor(preds: Sequence[str], refs: Sequence[Sequence[str]]) -> tuple[float, 
         raise ConfigError(problem)
     if any("\n" in c or "\r" in c for c in chain(preds, chain.from_iterable(refs))):
         raise ValueError("METEOR captions must be single lines (the jar reads one line per segment)")
+    gts = {i: list(rs) for i, rs in enumerate(refs)}
+    res = {i: [p] for i, p in enumerate(preds)}
+    score, scores = meteor_scorer().compute_score(gts, res)  # Meteor's own lock serializes calls
+    return float(score), [float(s) for s in scores]
+
+
+def meteor_scorer() -> Any:
+    """pycocoevalcap's `Meteor` that scores METEOR here: one Java process, started on first use
+    (loading its paraphrase table takes seconds) and kept for later calls."""
     from pycocoevalcap.meteor.meteor import Meteor
 
     global _meteor_scorer
     with _meteor_lock:
         if _meteor_scorer is None:
             _meteor_scorer = Meteor()
-        gts = {i: list(rs) for i, rs in enumerate(refs)}
-        res = {i: [p] for i, p in enumerate(preds)}
-        score, scores = _meteor_scorer.compute_score(gts, res)
-    return float(score), [float(s) for s in scores]
+        return _meteor_scorer
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
-"""Explainers of the ScreenSpot differences (`tasks/families/screenspot.py`), and of the caption
-tokenizer difference its region-captioning task shares with the captioning benchmarks."""
+"""Explainers of the ScreenSpot differences (`tasks/families/screenspot.py`); its region-captioning
+task's tokenizer difference is the captioning benchmarks' (`differences/caption.py`)."""
 
 from __future__ import annotations
 
-from fastmmeval.metrics.ptb_tokenize import tokenize
 from fastmmeval.parity.differences import EXPLAINERS
 from fastmmeval.parity.harness import Mismatch, same_value
 from fastmmeval.tasks.families.screenspot import BOX
@@ -24,10 +23,3 @@ def unparsed_is_wrong(m: Mismatch, task: Task) -> bool:
     if not _scored(m) or all(BOX.search(r) for r in m.responses):
         return False
     return same_value(m.theirs_with(lambda r: r if BOX.search(r) else OFF_SCREEN), m.ours)  # type: ignore[misc]
-
-
-@EXPLAINERS.register("ptb_tokenizer")
-def ptb_tokenizer(m: Mismatch, task: Task) -> bool:
-    """Captions are tokenized by our pure-Python PTB-style tokenizer; lmms-eval's by PTBTokenizer
-    (Java): lmms-eval given our tokens of each response gives our value."""
-    return _scored(m) and same_value(m.theirs_with(lambda r: tokenize(r.strip())), m.ours)  # type: ignore[misc]
