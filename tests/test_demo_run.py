@@ -18,8 +18,10 @@ def test_socratic_on_the_demo_group_scores_every_task(tmp_path: Path, capsys: py
     assert set(results) == {"demo_objects", "demo_digits", "demo_yesno"}
     for name, r in results.items():
         assert (r["n"], r["n_failed"]) == (4, 0), name
-        [(metric, value)] = r["metrics"].items()
-        assert 0.0 <= value["value"] <= 1.0 and name in table and metric in table
+        for metric, value in r["metrics"].items():
+            assert 0.0 <= value["value"] <= 1.0 and name in table and metric in table
+    # ppl mode: acc_norm (its headline) and acc, then the task's own accuracy of the headline's pick
+    assert list(results["demo_objects"]["metrics"]) == ["acc_norm", "acc", "accuracy"]
     assert results["demo_objects"]["extract_rules"] == {"loglikelihood_argmax_per_byte": 4}
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model_fingerprint"]["lm"]["gguf_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
