@@ -172,7 +172,7 @@ def test_tables_off_a_terminal_are_plain_lines_that_keep_every_name(capsys: pyte
     lines = capsys.readouterr().out.splitlines()
     names = {line.split("\t")[0] for line in lines}
     assert {"mmbench_en_dev", "mmbench_cn_dev", "mmbench_en_dev_lite"} <= names
-    assert lines[1].split("\t") == ["Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"]
+    assert lines[1].split("\t") == ["Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Docs from", "Metrics"]
 
 
 def test_in_a_terminal_the_name_column_is_never_cut(

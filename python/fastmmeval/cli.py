@@ -101,6 +101,12 @@ def _run_parser(sub: Any) -> None:
         action="store_true",
         help="with --resume: ask the model again for docs whose call failed (model error), e.g. API timeouts",
     )
+    p.add_argument(
+        "--predict_only",
+        action="store_true",
+        help="answer every doc and write the samples, score none (no targets read, no judge asked); tasks of "
+        "splits scored on a server (group submission) write their submission file with or without it",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
     p.add_argument("--judge_model", default=None, help="backend of the judge for judged tasks (e.g. openai)")
     p.add_argument("--judge_args", default="", help="k=v,... for the judge backend (base_url, model, api_key_env)")
@@ -172,6 +178,8 @@ def results_table(results: dict[str, Any]) -> Table:
             if judge_failed:
                 failed += f" +{judge_failed} judge"
             table.add_row(name, str(r["version"]), mode, str(r["n"]), failed, metric, value, stderr)
+        if not r["metrics"]:  # predicted, not scored
+            table.add_row(name, str(r["version"]), mode, str(r["n"]), str(r["n_failed"]), "not scored", "n/a", "n/a")
     return table
 
 
@@ -212,6 +220,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
         max_image_pixels=args.max_image_pixels,
         allow_absolute_image_paths=args.allow_absolute_image_paths,
         mc_mode=args.mc_mode,
+        predict_only=args.predict_only,
         judges=judge_specs(args.judge_model, args.judge_args, args.judge_config),
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
@@ -236,6 +245,10 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
             f"overall (equal-weight mean of headline metrics on 0-100, {overall['n_tasks']} tasks): "
             f"{overall['overall']:.2f}" + (f"; left out: {left_out}" if left_out else "")
         )
+    for name, r in results.items():
+        if "submission" in r:
+            console.print(f"{name}: submission file {run.root / r['submission']['file']} "
+                          f"({r['submission']['predictions']} predictions)", soft_wrap=True, markup=False)
     console.print(f"run folder: {run.root}", soft_wrap=True)
     return _report_failures(run, results)
 
@@ -289,17 +302,24 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
                   "(data_error says what is missing)", file=sys.stderr)
         _print_card(config, args.json)
         return 0
+    from fastmmeval.tasks.counts import doc_count
+
     table = Table(title="tasks")
-    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Metrics"):
+    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Docs from", "Metrics"):
         table.add_column(col)
     for name, c in catalog.tasks.items():
         d = c.dataset
         source = d.path or d.load_from_disk or (f"builder:{d.builder}" if d.builder else "files")
         mode = mode_label(c.output_type, c.mc_mode)
-        docs = str(c.docs) if c.docs is not None else ("" if c.doc_ids is None else str(len(c.doc_ids)))
-        table.add_row(name, ",".join(c.group), mode, source, c.split, docs, ",".join(c.metric_keys or c.metrics))
+        count = doc_count(c)
+        scored = f"submission:{c.submission}" if c.submission else ",".join(c.metric_keys or c.metrics)
+        docs = "" if count.n is None else str(count.n)
+        table.add_row(name, ",".join(c.group), mode, source, c.split, docs, count.source or "", scored)
     console = stdout_console()
     print_table(table, console)
+    console.print("Docs from: counted = in the data on this machine (--data_dir, the Hugging Face datasets cache, "
+                  "local files); declared = the task file's `docs:` (its data is not here); listed = a subset's id "
+                  "file", soft_wrap=True, markup=False)
     for group, members in sorted(catalog.groups.items()):
         console.print(f"group {group}: {', '.join(members)}", soft_wrap=True, markup=False)
     return 0

@@ -29,6 +29,7 @@ from fastmmeval.results import RunDir, git_hash, versions
 from fastmmeval.runlock import run_lock
 from fastmmeval.samples import aggregate, build_sample, failure_kind
 from fastmmeval.tasks import resolve
+from fastmmeval.tasks.submission import submission_file
 from fastmmeval.tasks.task import Task
 
 MAX_JUDGING_BATCHES = 64  # inference waits for the judges when this many batches await judgment
@@ -78,7 +79,8 @@ def run_task(
     """Evaluate one task, skipping docs whose samples the run already holds (except, with
     `retry_failed`, those whose model call failed); returns its results.
     With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples.
-    A task with judge metrics or judge-assisted extraction is graded by `judges` as it goes."""
+    A task with judge metrics or judge-assisted extraction is graded by `judges` as it goes; a submission
+    task's file is written to the run's submissions/ folder, and its results say where."""
     if needs_judge(task) and (judges is None or ranks.world_size > 1):
         raise ConfigError(_judge_needed([task.name]))
     refs = task.doc_refs(limit)
@@ -105,7 +107,14 @@ def run_task(
                     run.append(task.name, samples)
                     done.update((s["doc_id"], s) for s in samples)
                 bar.update(len(samples))
-    results = aggregate(task, [done[r.id] for r in refs], bootstrap_iters, seed) if ranks.is_main else None
+    results = None
+    if ranks.is_main:
+        samples = [done[r.id] for r in refs]
+        results = aggregate(task, samples, bootstrap_iters, seed)
+        if task.submission is not None:  # rebuilt from every sample, so a resumed run writes the whole file
+            data, predictions = submission_file(task.submission, samples)
+            name = f"{task.name}.{task.submission.extension}"
+            results["submission"] = {"file": run.write_submission(name, data), "predictions": predictions}
     return ranks.share(results)[0]
 
 
@@ -129,13 +138,14 @@ class RunConfig:
     max_image_pixels: int | None = DEFAULT_MAX_PIXELS  # a doc with a larger image fails, unreadable
     allow_absolute_image_paths: bool = False  # for every task, not only those whose dataset allows them
     mc_mode: str | None = None  # gen or ppl for every multiple-choice task (None: each task file's own)
+    predict_only: bool = False  # answer every doc, score none
 
 
 # What a run started before a setting existed ran with: its default (a run config with a later setting's
 # default equals the older one, so --resume finds it).
 _SETTING_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.name in ("max_image_pixels",
                                                                                "allow_absolute_image_paths",
-                                                                               "mc_mode")}
+                                                                               "mc_mode", "predict_only")}
 
 
 def _seed_everything(seed: int) -> None:
@@ -198,7 +208,7 @@ def _evaluate(
     held: ExitStack,
 ) -> tuple[RunDir, dict[str, Any]]:
     tasks = resolve(config.tasks, config.include_path, config.max_image_pixels, config.allow_absolute_image_paths,
-                    config.mc_mode)
+                    config.mc_mode, config.predict_only)
     for task in tasks:
         for metric in task.metrics:
             problem = metric.unavailable() if metric.unavailable else None

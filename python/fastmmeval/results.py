@@ -15,18 +15,20 @@ from typing import Any
 
 import fastmmeval
 from fastmmeval.errors import ConfigError, FastmmevalError
-from fastmmeval.util import remove_stale_temps, write_json_atomic
+from fastmmeval.util import remove_stale_temps, write_bytes_atomic, write_json_atomic
 
 # A file path inside a failure message (an image, a shard), quoted or not: the part that differs per doc.
 _PATH = re.compile(r"""'[^'\s]*/[^']*'|"[^"\s]*/[^"]*"|(?<![\w'":/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+""")
 
 
 class RunDir:
-    """`<output_path>/<run_id>/` with manifest.json, results.json and samples/<task>.jsonl."""
+    """`<output_path>/<run_id>/` with manifest.json, results.json, samples/<task>.jsonl and, for tasks scored
+    on a server, submissions/<task>.<ext>."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.samples_dir = root / "samples"
+        self.submissions_dir = root / "submissions"
 
     @staticmethod
     def check_output_path(output_path: Path) -> None:
@@ -84,6 +86,8 @@ class RunDir:
         """Delete what killed writes of the run's JSON files left (for the holder of the run's lock)."""
         for name in ("manifest.json", "results.json"):
             remove_stale_temps(self.root / name)
+        for tmp in self.submissions_dir.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
 
     def write_json(self, name: str, data: Any) -> None:
         """Atomically (re)write a JSON file of the run."""
@@ -91,6 +95,15 @@ class RunDir:
             write_json_atomic(self.root / name, data)
         except OSError as e:
             raise self._write_failed(self.root / name, e) from None
+
+    def write_submission(self, name: str, data: bytes) -> str:
+        """Atomically (re)write the submission file `name`; returns its path inside the run folder."""
+        path = self.submissions_dir / name
+        try:
+            write_bytes_atomic(path, data)
+        except OSError as e:
+            raise self._write_failed(path, e) from None
+        return str(path.relative_to(self.root))
 
     def _samples_path(self, task: str) -> Path:
         return self.samples_dir / f"{task}.jsonl"

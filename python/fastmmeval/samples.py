@@ -41,7 +41,9 @@ def build_sample(
         sample["logprobs"] = response.logprobs
         sample["is_greedy"] = response.is_greedy
     try:
-        if verdicts is None:
+        if not task.metrics:  # predict only, or a submission task
+            sample.update(task.predict(item.doc, response))
+        elif verdicts is None:
             sample.update(task.score(item.doc, response))
         else:
             sample.update(judged_score(task, item.doc, response, verdicts))
@@ -93,6 +95,8 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         asked = {use: sum(1 for s in judged if use in s["judgments"]) for use in uses}
         out["n_judged"] = {use: asked[use] - out["failed_judgments"][use] for use in uses}
         out["judge_agreement"] = agreement(judged)
+    if not task.metrics:  # predicted, not scored
+        return out
     for metric, filter_name, scale in zip(task.metrics, task.metric_filters, task.metric_scales, strict=True):
         items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():

@@ -25,8 +25,10 @@ Use = tuple[str, JudgePrompt, JudgeInput]
 
 
 def needs_judge(task: Task) -> bool:
-    """Whether the task has judge metrics or a judge-assisted extractor (unused in ppl mode)."""
-    return any(m.judge for m in task.metrics) or (task.extract is not None and task.config.extractor in JUDGE_ASSISTED)
+    """Whether the task has judge metrics or a judge-assisted extractor (unused in ppl mode, and in a task
+    that is not scored: its rules alone read the answers)."""
+    judged_extract = task.extract is not None and task.config.extractor in JUDGE_ASSISTED
+    return bool(task.metrics) and (any(m.judge for m in task.metrics) or judged_extract)
 
 
 def judge_calls(task: Task, doc: Doc, request: Request, response: Response) -> list[Use]:

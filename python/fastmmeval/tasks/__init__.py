@@ -22,12 +22,14 @@ def resolve(
     max_image_pixels: int | None = DEFAULT_MAX_PIXELS,
     allow_absolute_image_paths: bool = False,
     mc_mode: str | None = None,
+    predict_only: bool = False,
 ) -> list[Task]:
     """The tasks named (task or group names, groups expanded, each task once) from the built-in
     catalog plus the `include_path` folders, reading images under `max_image_pixels` (None: no cap)
     and absolute image paths only where the task file or `allow_absolute_image_paths` allows them;
-    with `mc_mode` (gen or ppl) every multiple-choice task is asked that way."""
+    with `mc_mode` (gen or ppl) every multiple-choice task is asked that way; with `predict_only`
+    none is scored."""
     configs = Catalog(Path(p) for p in include_path).resolve(names)
     if mc_mode is not None:
         configs = [with_mc_mode(c, mc_mode) for c in configs]
-    return [Task(c, max_image_pixels, allow_absolute_image_paths) for c in configs]
+    return [Task(c, max_image_pixels, allow_absolute_image_paths, predict_only) for c in configs]

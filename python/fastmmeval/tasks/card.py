@@ -40,7 +40,7 @@ def protocol_card(config: TaskConfig) -> dict[str, Any]:
     task = Task(config)
     d = config.dataset
     judges = {m.name: m.judge for m in task.metrics if m.judge}
-    if config.extractor in JUDGE_ASSISTED:
+    if task.metrics and config.extractor in JUDGE_ASSISTED:  # an unscored task's rules alone read answers
         judges["extract"] = JUDGE_ASSISTED[config.extractor]
     card: dict[str, Any] = {
         "task": config.task,
@@ -59,6 +59,7 @@ def protocol_card(config: TaskConfig) -> dict[str, Any]:
         "ppl": _ppl(config) if config.output_type == "multiple_choice" else None,
         "extractor": config.extractor,
         "metrics": {m: k for m, k in zip(config.metrics, config.metric_keys or config.metrics, strict=True)},
+        "submission": config.submission,
         "generation": {
             "max_new_tokens": config.generation.max_new_tokens,
             "temperature": config.generation.temperature,
@@ -81,7 +82,7 @@ def protocol_card(config: TaskConfig) -> dict[str, Any]:
             card["example"] = {
                 "doc_id": doc.id,
                 "messages": [f"[{m.role}] {m.text}" for m in request.messages],
-                "target": task.targets(doc),
+                "target": task.targets(doc) if task.metrics else None,  # a submission split's are not public
             }
     except FastmmevalError as e:
         card["data_error"] = str(e)

@@ -20,7 +20,7 @@ OutputType = Literal["generate", "multiple_choice"]
 TASK_KEYS = {
     "task", "version", "group", "description", "dataset", "split", "doc_id", "doc_to_messages",
     "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
-    "process_doc", "where", "docs", "lmms_eval", "ppl",
+    "process_doc", "where", "docs", "lmms_eval", "ppl", "submission",
 }  # fmt: skip
 DATASET_KEYS = {
     "path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder", "allow_absolute_paths",
@@ -127,6 +127,9 @@ class TaskConfig:
     where: tuple[tuple[str, str], ...] = ()
     docs: int | None = None
     lmms_eval: LmmsEvalRef | None = None
+    # The registered format of the file its evaluation server scores (a split without public answers:
+    # no metrics, its target is not read).
+    submission: str | None = None
     choices: str | None = None
     mc_mode: Literal["gen", "ppl"] | None = None
     ppl: PplSpec = field(default_factory=PplSpec)
@@ -143,7 +146,7 @@ class TaskConfig:
         payload = asdict(self)
         for key in ("description", "source_file", "group", "metric_keys", "metric_filters", "docs", "lmms_eval"):
             payload.pop(key)  # names and notes, not protocol
-        for key in ("process_doc", "where", "metric_scales"):
+        for key in ("process_doc", "where", "metric_scales", "submission"):
             if not payload[key]:
                 payload.pop(key)  # fingerprints of tasks without them stay what they were
         if self.doc_ids is None:
@@ -223,6 +226,10 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
             extractor = "option_letter"
     elif mc_mode is not None:
         raise r.fail(data, "mc_mode", "only multiple_choice tasks have an mc_mode")
+    submission = r.get(data, "submission", str, None)
+    if submission is not None and "metrics" in data:
+        raise r.fail(data, "metrics", "a submission task has no metrics: its split's answers are not public "
+                     "(in a task file that extends a scored one, write `metrics: null`)")
     config = TaskConfig(
         task=r.get(data, "task", str),
         version=str(r.get(data, "version", (str, int, float), "0")),
@@ -238,12 +245,13 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         mc_mode=mc_mode,
         ppl=_parse_ppl(r, data, output_type),
         extractor=extractor,
-        **_parse_metrics(r, data),
+        **(_parse_metrics(r, data) if submission is None else {"metrics": ()}),
         generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
         process_doc=r.get(data, "process_doc", str, None),
         where=_parse_where(r, data),
         docs=r.get(data, "docs", int, None),
         lmms_eval=_parse_lmms_eval(r, data),
+        submission=submission,
         source_file=str(path),
     )
     if mc_mode == "ppl":

@@ -66,18 +66,24 @@ def load_rows(spec: DatasetSpec, split: str) -> Rows:
     if spec.data_files:
         return _load_files(spec, split, base)
     if spec.load_from_disk:
-        return _from_disk(_resolve(base, spec.load_from_disk), split, spec)
+        return _from_disk(resolve_path(base, spec.load_from_disk), split, spec)
     return _from_hub(spec, split)
 
 
-def _resolve(base: Path, p: str) -> Path:
+def resolve_path(base: Path, p: str) -> Path:
+    """A path of a task file's dataset (`~` expanded), taken from `base` unless it is absolute."""
     path = Path(os.path.expanduser(p))
     return path if path.is_absolute() else base / path
 
 
+def built_dir(name: str) -> Path:
+    """The folder the dataset builder `name` writes its files into (whether it has run or not)."""
+    return cache_dir() / "datasets" / name
+
+
 def _built_folder(name: str) -> Path:
     build = DATASET_BUILDERS.get(name)
-    out = cache_dir() / "datasets" / name
+    out = built_dir(name)
     build(out)
     return out
 
@@ -86,7 +92,7 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
     assert spec.data_files is not None
     if split not in spec.data_files:
         raise ConfigError(f"dataset.data_files has no split {split!r} (has: {', '.join(spec.data_files)})")
-    files = [_resolve(base, f) for f in spec.data_files[split]]
+    files = [resolve_path(base, f) for f in spec.data_files[split]]
     rows: list[dict[str, Any]] = []
     digest = hashlib.sha256()
     for f in files:
@@ -99,7 +105,7 @@ def _load_files(spec: DatasetSpec, split: str, base: Path) -> Rows:
             rows.extend(_parquet_rows(f))
         else:
             raise ConfigError(f"dataset file {f}: unsupported format (use .jsonl or .parquet)")
-    image_root = _resolve(base, spec.image_root) if spec.image_root else files[0].parent
+    image_root = resolve_path(base, spec.image_root) if spec.image_root else files[0].parent
     identity = {**spec.identity(), "split": split, "sha256": digest.hexdigest()[:16]}
     return Rows(rows, image_root, identity)
 

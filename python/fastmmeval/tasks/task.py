@@ -20,6 +20,7 @@ from fastmmeval.tasks.config import TaskConfig, ppl_messages
 from fastmmeval.tasks.processors import DOC_PROCESSORS, PROCESSOR_DATA
 from fastmmeval.tasks.render import format_options, render_messages
 from fastmmeval.tasks.sources import Rows, load_rows
+from fastmmeval.tasks.submission import SUBMISSION_FORMATS
 
 T = TypeVar("T")
 
@@ -36,13 +37,16 @@ class Task:
     """One task file bound to its data, extractor and metrics. `max_image_pixels` (None: no cap) and
     `allow_absolute_image_paths` are run settings for its images, not protocol: the fingerprint leaves
     them out. A multiple-choice task in ppl mode reports `acc` and `acc_norm` (its ppl headline first),
-    then its own metrics scored on the headline's pick."""
+    then its own metrics scored on the headline's pick. With `predict_only` (a run setting) or a
+    `submission` format (a split without public answers) it has no metrics: its docs are answered,
+    not scored."""
 
     def __init__(
         self,
         config: TaskConfig,
         max_image_pixels: int | None = DEFAULT_MAX_PIXELS,
         allow_absolute_image_paths: bool = False,
+        predict_only: bool = False,
     ) -> None:
         self.config = config
         self.max_image_pixels = max_image_pixels
@@ -75,6 +79,9 @@ class Task:
         self.extract = EXTRACTORS.get(config.extractor) if config.extractor and not self.ppl else None
         if config.output_type == "generate" and self.extract is None:
             raise ConfigError(f"{config.source_file}: generate tasks need an `extractor` (e.g. raw)")
+        self.submission = SUBMISSION_FORMATS.get(config.submission) if config.submission else None
+        if predict_only or self.submission is not None:  # answers are kept, not scored: no targets are read
+            self.metrics, self.headline_metric = [], None
 
     @cached_property
     def rows(self) -> Rows:
@@ -202,7 +209,8 @@ class Task:
             self.max_image_pixels,
             self.allow_absolute_image_paths,
         )
-        self.targets(doc)  # a doc without a usable target fails before it costs model time
+        if self.metrics:
+            self.targets(doc)  # a doc without a usable target fails before it costs model time
         generation: GenerationSettings = replace(self.config.generation, seed=seed + doc.index)
         if self.ppl:
             continuations = tuple(self.config.ppl.target_delimiter + o for o in options)
@@ -231,6 +239,16 @@ class Task:
             return Extraction(LETTERS[best], "loglikelihood_argmax" + ("_per_byte" if per_byte else ""))
         assert self.extract is not None and response.text is not None
         return self._named(doc, lambda: self.extract(response.text, self.options(doc), doc.fields))
+
+    def predict(self, doc: Doc, response: Response) -> dict[str, Any]:
+        """What an unscored doc's sample keeps of a successful response: the answer the task's rules
+        read and, for a submission task, the doc's entry of the submission file."""
+        extraction = self.extraction(doc, response)
+        out: dict[str, Any] = {"extracted": extraction.value, "extract_rule": extraction.rule}
+        if self.submission is not None:
+            entry = self.submission.entry
+            out["submission"] = self._named(doc, lambda: entry(doc.fields, response.text, extraction))
+        return out
 
     def score(
         self,
