@@ -1,5 +1,5 @@
-"""Explainers of the judged benchmarks' differences (MM-Vet, LLaVA-Bench in-the-wild, MathVista,
-and HallusionBench's judge); a failed judge call is `failed_judgments` (differences/mathverse.py)."""
+"""Explainers of MathVista's own differences; a failed or unreadable judgment, which any judged
+task may list, is `failed_judgments` or `unreadable_judgments` (differences/judged.py)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,6 @@ from fastmmeval.tasks.families.mathvista import EMPTY, get_most_similar
 from fastmmeval.tasks.task import Task
 
 MATHVISTA_KEY = "llm_as_judge_eval,none"
-
-
-def _records(m: Mismatch) -> list[dict[str, Any]]:
-    """The deciding (first) judge's record of every judgment in our samples of the mismatch."""
-    return [next(iter(by_judge.values())) for s in m.ours_samples for by_judge in s.get("judgments", {}).values()]
-
-
-@EXPLAINERS.register("unreadable_judgments")
-def unreadable_judgments(m: Mismatch, task: Task) -> bool:
-    """The judge replied, but its reply could not be read (no rating, or one out of range; an empty
-    extraction): the doc is left out of our score; lmms-eval reads a score from it anyway."""
-    unreadable = any(r["raw"] is not None and r["error"] is not None for r in _records(m))
-    return m.kind in ("score", "aggregate") and unreadable
 
 
 def _lmms_eval_mathvista(m: Mismatch, task: Task) -> float | None | bool:
