@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fastmmeval.models import MODELS, Model
-from fastmmeval.protocol import Request, Response
+from fastmmeval.protocol import Message, Request, Response, TextPart
 
 CALLS: Counter[str] = Counter()  # "<model>:<name>" -> requests answered
 TIMELINE: list[tuple[str, str, float, float]] = []  # (model, name, start, end) of each generate call
@@ -173,6 +173,14 @@ class ScriptedJudge(_Scripted):
         if self.args.damage == "prose":
             return f"After careful thought: {text} (I hope this helps.)"
         return text
+
+
+def scripted_reply(prompt: str, args: JudgeArgs | None = None) -> str | None:
+    """The scripted judge's reply to `prompt` sent as one user message (how the tests answer a judge
+    call inside lmms-eval's code); None when the call fails."""
+    request = Request("peer", "generate", (Message("user", (TextPart(prompt),)),))
+    reply = ScriptedJudge(args or JudgeArgs()).answer(request)
+    return None if reply.error is not None else reply.text or ""
 
 
 MODELS.add("scripted_student", ScriptedStudent)

@@ -20,7 +20,7 @@ from typing import Any
 
 import datasets
 import pytest
-from judge_fixtures import JudgeArgs, ScriptedJudge
+from judge_fixtures import JudgeArgs, scripted_reply
 from peer_lmms_eval import lmms_eval_module
 from task_fixtures import (
     assert_renders,
@@ -40,7 +40,7 @@ from fastmmeval.judge.parse import JudgmentError
 from fastmmeval.judge.pipeline import judge_calls, judged_score
 from fastmmeval.parity import EXPLAINERS, Mismatch, PeerTask
 from fastmmeval.parity.harness import peer_prompt_parts, prompt_parts
-from fastmmeval.protocol import Doc, Message, Request, Response, TextPart
+from fastmmeval.protocol import Doc, Response
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 from fastmmeval.tasks.sources import DATA_DIR_ENV
 from fastmmeval.tasks.task import Task
@@ -156,15 +156,6 @@ def wrong(row: dict[str, Any]) -> str:
     return PROBLEMS[int(row["problem_index"]) - 1][3]
 
 
-def scripted_reply(prompt: str, args: JudgeArgs | None = None) -> str:
-    """What the scripted judge replies to a judge prompt (the grader of our runs, for lmms-eval's side)."""
-    request = Request("lmms-eval", "generate", (Message("user", (TextPart(prompt),)),))
-    response = ScriptedJudge(args or JudgeArgs()).answer(request)
-    if response.error is not None:
-        raise RuntimeError(response.error)
-    return response.text or ""
-
-
 @pytest.fixture
 def peer(monkeypatch: pytest.MonkeyPatch) -> Any:
     """lmms-eval's mathverse utils (its judge client is built on import, never called)."""
@@ -172,16 +163,19 @@ def peer(monkeypatch: pytest.MonkeyPatch) -> Any:
     return lmms_eval_module("tasks.mathverse.utils")
 
 
-def judged_by(monkeypatch: pytest.MonkeyPatch, peer: Any, reply: Callable[[str], str]) -> list[str]:
-    """Answer lmms-eval's judge calls with `reply(prompt)` (raising makes the call fail); returns
-    the prompts it sends, as they are sent."""
+def judged_by(monkeypatch: pytest.MonkeyPatch, peer: Any, reply: Callable[[str], str | None]) -> list[str]:
+    """Answer lmms-eval's judge calls with `reply(prompt)` (None makes the call fail, as the real
+    server raises once its retries are spent); returns the prompts it sends, as they are sent."""
     protocol = lmms_eval_module("llm_judge.protocol")
     sent: list[str] = []
 
     def evaluate(request: Any) -> Any:
         sent.append(request.messages[0]["content"])
         assert [m["role"] for m in request.messages] == ["user"]
-        return protocol.Response(content=reply(sent[-1]), model_used="scripted")
+        content = reply(sent[-1])
+        if content is None:
+            raise RuntimeError("scripted judge failure")
+        return protocol.Response(content=content, model_used="scripted")
 
     monkeypatch.setattr(peer.mathverse_evaluator.server, "evaluate", evaluate)
     return sent
@@ -339,10 +333,7 @@ def test_a_failed_judge_call_is_counted_where_lmms_eval_scores_0(
     assert [s["metrics"]["gpt_eval_score"] for s in samples] == [1.0, None]
     assert results["gpt_eval_score,none"] == 1.0
 
-    def failing(prompt: str) -> str:
-        return scripted_reply(prompt, JudgeArgs(fail_on="FAILME"))
-
-    judged_by(monkeypatch, peer, failing)
+    judged_by(monkeypatch, peer, lambda prompt: scripted_reply(prompt, JudgeArgs(fail_on="FAILME")))
     theirs = [lmms_eval_score(peer, r, answers[r["sample_index"]]) for r in rows]
     assert theirs == [1, 0]
     aggregate = peer.mathverse_aggregate_results_eval(theirs, None)

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import test_tasks_hallucination as t
+from judge_fixtures import scripted_reply
 from parity_case import ParityCase
 
 from fastmmeval.parity import PeerTask
 from fastmmeval.tasks.sources import DATA_DIR_ENV
-from parity_cases.judge import JUDGE, NO_WAIT, OUTAGE, scripted_reply
+from parity_cases.judge import JUDGE, NO_WAIT, OUTAGE
 
 # A sentence on a yes label (doc 0), its slot's other yes docs answered right: a miss in our recall,
 # left out of lmms-eval's.
@@ -58,7 +59,7 @@ def hallusion_peer() -> PeerTask:
         return evaluate_by_chatgpt(data, output_entry, correctness_entry, **{**kwargs, "load_json": False})
 
     def post(url: str, headers: Any = None, json: Any = None, timeout: float = 0) -> _Reply:
-        return _Reply(scripted_reply(json["messages"][0]["content"]))
+        return _Reply(scripted_reply(json["messages"][0]["content"], JUDGE))
 
     peer.patches = {"utils.requests": SimpleNamespace(post=post), "utils.time": NO_WAIT,
                     "evaluate_hb.evaluate_by_chatgpt": fresh}  # fmt: skip

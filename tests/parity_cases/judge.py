@@ -14,22 +14,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import test_tasks_judge as t
-from judge_fixtures import JudgeArgs, ScriptedJudge
+from judge_fixtures import JudgeArgs, scripted_reply
 from parity_case import ParityCase
 
 from fastmmeval.parity import PeerTask, lmms_eval_module
-from fastmmeval.protocol import Message, Request, TextPart
 
 OUTAGE = "(judge outage)"
 GARBLED = "(judge garbles)"
 JUDGE = JudgeArgs(fail_on=OUTAGE, garbage_on=GARBLED)
 NO_WAIT = SimpleNamespace(sleep=lambda seconds: None)  # lmms-eval's `time` where it waits between retries
-
-
-def scripted_reply(prompt: str) -> str | None:
-    """The scripted judge's reply to `prompt` sent as one user message; None when the call fails."""
-    reply = ScriptedJudge(JUDGE).answer(Request("peer", "generate", (Message("user", (TextPart(prompt),)),)))
-    return None if reply.error is not None else reply.text or ""
 
 
 class ScriptedServer:
@@ -41,7 +34,7 @@ class ScriptedServer:
 
     def evaluate(self, request: Any) -> Any:
         """The reply to the request's (one) user message."""
-        reply = scripted_reply(request.messages[-1]["content"])
+        reply = scripted_reply(request.messages[-1]["content"], JUDGE)
         if reply is None:
             raise RuntimeError("scripted judge failure")
         return lmms_eval_module("llm_judge.protocol").Response(content=reply.strip(), model_used="scripted")

@@ -8,11 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import test_tasks_mcq as t
-from judge_fixtures import JudgeArgs, ScriptedJudge
+from judge_fixtures import JudgeArgs, scripted_reply
 from parity_case import ParityCase
 
 from fastmmeval.parity import PeerTask
-from fastmmeval.protocol import Message, Request, TextPart
 
 # A model that writes the role tag of its turn first: empty once cut at the stop string, "A" read whole.
 ROLE_TAG_FIRST = {"101672": ["ASSISTANT: A"]}
@@ -34,11 +33,10 @@ def mmbench_peer(name: str, utils: str) -> Callable[[], PeerTask]:
     """lmms-eval's MMBench task `name`, its evaluator's GPT call answered by the scripted judge that
     grades our side (a failed call as its get_chat_response reports one once its retries are spent),
     and its results file (a side output of the aggregation) written nowhere."""
-    judge = ScriptedJudge(MMBENCH_JUDGE)
 
     def gpt(prompt: str, **settings: object) -> str:
-        reply = judge.answer(Request("gpt", "generate", (Message("user", (TextPart(prompt),)),)))
-        return "Failed to obtain answer via API" if reply.error is not None else reply.text or ""
+        reply = scripted_reply(prompt, MMBENCH_JUDGE)
+        return "Failed to obtain answer via API" if reply is None else reply
 
     def build() -> PeerTask:
         peer = PeerTask.load(name)
