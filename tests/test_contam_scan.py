@@ -21,17 +21,20 @@ from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.task import Task
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
+# The demo's multiple-choice docs as asked with that instruction (demo_objects itself is asked by likelihood,
+# its prompt without the instruction).
+OBJECTS = "demo_objects_judged"
 # Benchmark question texts copied into training conversations (task, doc id) -> where they were copied.
 TEXT_COPIES = {
-    ("demo_objects", "coffee_utensil"): "human",  # question and options, as a prompt
-    ("demo_objects", "china_distance"): "gpt",  # the question quoted inside a longer answer
+    (OBJECTS, "coffee_utensil"): "human",  # question and options, as a prompt
+    (OBJECTS, "china_distance"): "gpt",  # the question quoted inside a longer answer
     ("demo_yesno", "astronaut_helmet_on"): "human",
 }
 # Benchmark images copied into the training images, each transformed differently.
 IMAGE_COPIES = {"rocket": "exact", "astronaut": "resized", "coffee": "jpeg", "china": "cropped"}
 # Unrelated real photos (not in the benchmark) that share the training set.
 UNRELATED = ["cell.png", "moon.png", "retina.jpg", "ihc.png", "clock_motion.png", "microaneurysms.png"]
-TASKS = ("demo_objects", "demo_yesno")
+TASKS = (OBJECTS, "demo_yesno")
 
 
 def _transform(image: Image.Image, how: str) -> Image.Image:
@@ -158,11 +161,11 @@ def _check(report: dict, planted: dict, with_ids: bool) -> None:
     assert _flagged(report, "text_overlap") == planted["text"]
     assert _flagged(report, "image_overlap") == planted["image"]
     assert _flagged(report, "flagged") == planted["text"] | planted["image"]
-    objects = report["tasks"]["demo_objects"]
+    objects = report["tasks"][OBJECTS]
     assert objects["frequent_text_ngrams_skipped"] >= 4 * objects["instances"]  # the instruction's 4 windows
     assert objects["text_overlap_share"] == pytest.approx(2 / 31)
     entries = {(n, e["doc_id"]): e for n, t in report["tasks"].items() for e in t["instance_results"]}
-    utensil = entries[("demo_objects", "coffee_utensil")]["text"]
+    utensil = entries[(OBJECTS, "coffee_utensil")]["text"]
     copied = "What utensil is resting on the saucer?\nA. Chopsticks\nB. A whisk\nC. A spoon\nD. A fork"
     assert utensil["matched"] == [copied]  # the instruction after the options is frequent: not a match
     assert 0 < utensil["fraction"] <= 1
