@@ -10,7 +10,7 @@ from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.config import parse_task
 
 # A complete task file with an lmms_eval block to inherit.
-PARENT = GOOD + 'lmms_eval:\n  task: my_vqa\n  differences: ["one"]\n'
+PARENT = GOOD + 'lmms_eval:\n  task: my_vqa\n  differences: {one: first}\n'
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -26,13 +26,13 @@ def test_a_child_file_holds_only_what_differs(tmp_path: Path) -> None:
         tmp_path,
         "child.yaml",
         "task: my_vqa_small\nextends: parent.yaml\nsplit: small\ngeneration: {max_new_tokens: 8}\n"
-        "lmms_eval: {task: my_vqa_small, differences+: [two]}\n",
+        "lmms_eval: {task: my_vqa_small, differences: {two: second}}\n",
     )
     parent, config = parse_task(tmp_path / "parent.yaml"), parse_task(child)
     assert config.task == "my_vqa_small" and config.split == "small" and config.group == ("mine",)
     assert config.generation.max_new_tokens == 8 and config.generation.stop == ("\n",)  # mappings merge
     assert config.doc_to_messages == parent.doc_to_messages and config.metrics == parent.metrics
-    assert config.lmms_eval is not None and list(config.lmms_eval.differences.values()) == ["one", "two"]
+    assert config.lmms_eval is not None and config.lmms_eval.differences == {"one": "first", "two": "second"}
     assert config.dataset.base_dir == str(tmp_path)
 
 

@@ -39,7 +39,7 @@ metrics: [{metric: exact_match, as: hub_accuracy}]
 generation: {max_new_tokens: 4}
 lmms_eval:
   task: hub_yesno
-  differences: ["none: an example"]
+  differences: {an_example: "none: an example"}
 """
 
 FEATURES = datasets.Features(

@@ -22,7 +22,6 @@ from fastmmeval.parity.peer import PeerTask
 from fastmmeval.parity.pool import response_pool
 from fastmmeval.protocol import Doc, ImagePart, Request, Response
 from fastmmeval.samples import aggregate
-from fastmmeval.tasks.config import UNNAMED_DIFFERENCE
 from fastmmeval.tasks.task import Task
 
 TOLERANCE = 1e-9
@@ -83,11 +82,6 @@ class ParityReport:
         """Listed differences that explain no mismatch of this check (stale, or not exercised by these docs)."""
         shown = {d for m in self.mismatches for d in m.explained_by}
         return [d for d in self.listed if d not in shown]
-
-    @property
-    def unnamed(self) -> list[str]:
-        """Listed differences without an id (the old list form of the task file)."""
-        return [d for d in self.listed if d.startswith(UNNAMED_DIFFERENCE)]
 
 
 Explainer = Callable[[Mismatch, Task], bool]

@@ -9,7 +9,7 @@ from fastmmeval.parity.harness import ParityReport
 
 def report_lines(report: ParityReport, examples: int = 3) -> list[str]:
     """A summary (cases, mismatches by explaining difference), a few examples of each, then what
-    is unexplained, unshown or unnamed."""
+    is unexplained or unshown."""
     lines = [
         f"{report.task} vs lmms-eval {report.lmms_task}: {report.docs} docs, {report.cases} responses, "
         f"{len(report.mismatches)} mismatches, {len(report.unexplained)} unexplained"
@@ -22,6 +22,4 @@ def report_lines(report: ParityReport, examples: int = 3) -> list[str]:
         lines += [f"         {m.describe()}" for m in shown]
     if report.unshown:
         lines.append(f"  listed but not seen on these docs: {', '.join(report.unshown)}")
-    if report.unnamed:
-        lines.append(f"  listed without an id (cannot be checked): {', '.join(report.unnamed)}")
     return lines

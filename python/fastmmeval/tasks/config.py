@@ -33,8 +33,6 @@ METRIC_ENTRY_KEYS = ("metric", "as", "filter", "scale")
 LMMS_EVAL_KEYS = {"task", "differences", "notes"}
 PPL_KEYS = {"doc_to_messages", "headline", "target_delimiter"}
 INTERLEAVE_KEYS = {"pattern", "images"}
-# Ids given to the entries of a `differences` list (the form before ids); a parity check refuses them.
-UNNAMED_DIFFERENCE = "unnamed_"
 
 
 @dataclass(frozen=True)
@@ -380,16 +378,12 @@ def _parse_lmms_eval(r: _Reader, data: LineDict) -> LmmsEvalRef | None:
 
 
 def _differences(r: _Reader, ref: LineDict) -> dict[str, str]:
-    """`differences: {id: text}` (ids are snake_case); a list of texts gets ids unnamed_1, ..."""
-    value = r.get(ref, "differences", (dict, list), {})
-    unnamed = ((f"{UNNAMED_DIFFERENCE}{i}", text) for i, text in enumerate(value, 1))
-    items = value.items() if isinstance(value, dict) else unnamed
-    out = {}
-    for key, text in items:
+    """`differences: {id: text}`, ids snake_case: each names the parity check that shows it."""
+    value = r.get(ref, "differences", dict, {})
+    for key, text in value.items():
         if not isinstance(key, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", key) or not isinstance(text, str):
             raise r.fail(ref, "differences", f"each entry is snake_case_id: text, got {key!r}: {text!r}")
-        out[key] = text
-    return out
+    return dict(value)
 
 
 def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:
