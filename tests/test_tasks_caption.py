@@ -454,10 +454,11 @@ def test_a_lite_task_is_its_full_task_on_the_lite_subset(task: str) -> None:
 
 def test_the_parity_check_s_tokenizer_stand_in_gives_ptbtokenizer_s_tokens() -> None:
     """The parity check runs lmms-eval's scoring with PTBTokenizer once per distinct caption
-    (tests/parity_cases/caption.py): new, cached and empty captions get PTBTokenizer's tokens, and
+    (fastmmeval.parity.setups): new, cached and empty captions get PTBTokenizer's tokens, and
     a caption that is two lines to Java sends the whole input to PTBTokenizer as it is."""
-    from parity_cases.caption import LinePTBTokenizer
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    from fastmmeval.parity.setups import LinePTBTokenizer
 
     def captions(*images: list[str]) -> dict[int, list[dict[str, str]]]:
         return {i: [{"caption": t} for t in texts] for i, texts in enumerate(images)}

@@ -1,18 +1,14 @@
 """Parity fixtures of the captioning benchmarks (rows from tests/test_tasks_caption.py).
 
-lmms-eval scores a caption task with pycocoevalcap, each aggregation of each metric running
-PTBTokenizer (a Java process) twice and starting a METEOR jar: some 20 Java starts per scoring.
-Its side runs here with two stand-ins that keep its numbers and cut the starts: PTBTokenizer runs
-once per distinct caption (it tokenizes each line on its own: `-preserveLines`), and METEOR is one
-process (the jar scores each segment on its own), the one our METEOR uses."""
+lmms-eval's side runs with the stand-ins PeerTask.load adds for captioning (fastmmeval.parity.setups:
+PTBTokenizer once per distinct caption, one METEOR process), which keep its numbers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from parity_case import ParityCase
-from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 from task_fixtures import task_config
 from test_tasks_caption import (
     COCO_FEATURES,
@@ -27,41 +23,8 @@ from test_tasks_caption import (
     _textcaps_rows,
 )
 
-from fastmmeval.metrics.caption import meteor_scorer
-from fastmmeval.parity import PeerTask
-
 # Each case is seven pycocoevalcap aggregations on lmms-eval's side: three docs keep the check short.
 DOCS = 3
-_TOKENS: dict[str, str] = {}  # caption -> PTBTokenizer's tokens of it, over the whole session
-
-
-class LinePTBTokenizer:
-    """pycocoevalcap's PTBTokenizer, run only on the captions it has not tokenized yet (all of them
-    in one Java call); a caption that is more than one line to Java is never cached: then the
-    whole input goes to PTBTokenizer as it is."""
-
-    def tokenize(self, captions_for_image: Mapping[Any, Sequence[Mapping[str, str]]]) -> dict[Any, list[str]]:
-        """{image id: [tokens of each caption]}, as PTBTokenizer.tokenize."""
-        texts = [c["caption"] for cs in captions_for_image.values() for c in cs]
-        if any(len(t.replace("\n", " ").splitlines()) > 1 for t in texts):
-            return PTBTokenizer().tokenize(captions_for_image)
-        missing = list(dict.fromkeys(t for t in texts if t not in _TOKENS))
-        if missing:
-            tokens = PTBTokenizer().tokenize({i: [{"caption": t}] for i, t in enumerate(missing)})
-            _TOKENS.update((t, tokens[i][0]) for i, t in enumerate(missing))
-        return {k: [_TOKENS[c["caption"]] for c in cs] for k, cs in captions_for_image.items()}
-
-
-def caption_peer(task: str) -> Callable[[], PeerTask]:
-    """lmms-eval's `task` with the stand-ins."""
-
-    def load() -> PeerTask:
-        peer = PeerTask.load(task)
-        peer.patches |= {"utils.PTBTokenizer": LinePTBTokenizer, "utils.Meteor": meteor_scorer}
-        return peer
-
-    return load
-
 
 # The first doc's first reference with tag-like words, each one token to PTBTokenizer, several to ours.
 TAGGED = "An astronaut in a <b>white</b> suit poses in front of an American flag."
@@ -71,8 +34,8 @@ REGION_ROLE_TAG = "woman in the white spacesuit ASSISTANT: an astronaut on the l
 
 
 def _case(task: str, rows: Callable[[], list[dict[str, Any]]], features: Any) -> ParityCase:
-    """The task on its first DOCS rows, lmms-eval's side with the stand-ins, and the responses that
-    show its listed differences added for its first doc."""
+    """The task on its first DOCS rows, with the responses that show its listed differences added
+    for its first doc."""
     region = task.startswith("refcoco")
     id_field = task_config(task).doc_id
     first_id = str(rows()[0][id_field]) if id_field else "0"
@@ -81,7 +44,6 @@ def _case(task: str, rows: Callable[[], list[dict[str, Any]]], features: Any) ->
         lambda: rows()[:DOCS],
         features,
         extra={first_id: [REGION_TAGGED, REGION_ROLE_TAG] if region else [TAGGED]},
-        peer=caption_peer(task),
     )
 
 

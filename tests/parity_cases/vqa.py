@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,7 @@ from test_tasks_vqa import (
     vqav2_row,
 )
 
-from fastmmeval.parity import PeerTask
-from fastmmeval.tasks.sources import DATA_DIR_ENV, saved_split_dir
+from fastmmeval.tasks.sources import saved_split_dir
 
 
 def gqa_rows() -> list[dict[str, Any]]:
@@ -43,21 +41,8 @@ def vqav2_rows() -> list[dict[str, Any]]:
     return [*VQAV2.rows(), vqav2_row(5, "How many people are in the stadium?", ["1000"] * 10, 5)]
 
 
-def gqa_peer() -> PeerTask:
-    """lmms-eval's gqa, its process_docs reading the image config saved under the fixture's data dir
-    (where it would download lmms-lab-encoder/GQA testdev_balanced_images)."""
-
-    def load_dataset(path: str, name: str, split: str, **_: Any) -> datasets.Dataset:
-        assert (path, name, split) == (GQA_IMAGES.path, GQA_IMAGES.name, GQA_IMAGES_SPLIT)
-        return datasets.load_from_disk(str(saved_split_dir(Path(os.environ[DATA_DIR_ENV]), GQA_IMAGES, split)))
-
-    peer = PeerTask.load("gqa")
-    peer.patches["utils.load_dataset"] = load_dataset
-    return peer
-
-
 CASES = [
-    ParityCase("gqa", gqa_rows, GQA.features, extra={"7654321": ["İ"]}, peer=gqa_peer, save_more=gqa_images),
+    ParityCase("gqa", gqa_rows, GQA.features, extra={"7654321": ["İ"]}, save_more=gqa_images),
     ParityCase("vqav2_val", vqav2_rows, VQAV2.features, extra={"5": ["1,,000"]}),
     ParityCase("ok_vqa_val2014", OK_VQA.rows, OK_VQA.features),
     ParityCase("vizwiz_vqa_val", VIZWIZ.rows, VIZWIZ.features),

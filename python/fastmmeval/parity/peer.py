@@ -9,17 +9,19 @@ the `lmms_eval.tasks` package instead."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import io
 import os
 import re
 import sys
 import tempfile
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -131,11 +133,15 @@ class PeerTask:
 
     @classmethod
     def load(cls, name: str) -> PeerTask:
-        """The lmms-eval task called `name`."""
+        """The lmms-eval task called `name`, with the patches that let it run here (parity.setups)."""
+        from fastmmeval.parity.setups import set_up  # setups patches PeerTasks: imported here, not above
+
         path = _task_files().get(name)
         if path is None:
             raise PeerUnavailable(f"lmms-eval {VERSION} has no task {name!r}")
-        return cls(name, path.parent, _read_yaml(path))
+        peer = cls(name, path.parent, _read_yaml(path))
+        set_up(peer)
+        return peer
 
     # --- hooks ---------------------------------------------------------------------------------
 
@@ -353,18 +359,41 @@ class Fresh:
     make: Callable[[], Any]
 
 
+_quiet_depth = 0
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """lmms-eval's prints and log lines dropped (pycocoevalcap's progress alone is thousands of
+    lines a check, burying the report); nested uses are fine."""
+    from loguru import logger
+
+    global _quiet_depth
+    _quiet_depth += 1
+    logger.disable("lmms_eval")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        _quiet_depth -= 1
+        if not _quiet_depth:
+            logger.enable("lmms_eval")
+
+
 class _Patched:
-    """Sets module attributes for the duration of a block (nested uses are fine), in a scratch
-    working folder: lmms-eval's aggregations write report and submission files under the current
-    one when no run's output path is given."""
+    """Sets module attributes for the duration of a block (nested uses are fine), quietly, in a
+    scratch working folder: lmms-eval's aggregations write report and submission files under the
+    current one when no run's output path is given."""
 
     def __init__(self, task: PeerTask, patches: Mapping[str, Any]) -> None:
         self.task, self.patches = task, patches
         self.saved: list[tuple[types.ModuleType, str, Any]] = []
         self.cwd: str | None = None
         self.scratch: tempfile.TemporaryDirectory[str] | None = None
+        self.quiet = contextlib.ExitStack()
 
     def __enter__(self) -> None:
+        self.quiet.enter_context(_quiet())
         self.cwd = os.getcwd()
         self.scratch = tempfile.TemporaryDirectory(prefix="fastmmeval-parity-")
         os.chdir(self.scratch.name)
@@ -381,3 +410,4 @@ class _Patched:
         if self.cwd is not None and self.scratch is not None:
             os.chdir(self.cwd)
             self.scratch.cleanup()
+        self.quiet.close()
