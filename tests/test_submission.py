@@ -29,7 +29,8 @@ from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.errors import ConfigError
 from fastmmeval.extract import Extraction
 from fastmmeval.parity import EXPLAINERS, PeerTask
-from fastmmeval.parity.harness import Mismatch, peer_prompt_parts, prompt_parts
+from fastmmeval.parity.harness import peer_prompt_parts, prompt_parts
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.protocol import Doc, Response
 from fastmmeval.tasks.catalog import Catalog
 from fastmmeval.tasks.config import parse_task

@@ -5,8 +5,10 @@ The API: `check_task(task, ...)` returns a `ParityReport`; `response_pool` is th
 responses per doc; `PeerTask` is lmms-eval's side of one task; `EXPLAINERS` holds the check of each
 difference id."""
 
+from fastmmeval.parity import setups as _setups  # noqa: F401  (registers what lmms-eval tasks need here)
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, ParityReport, check_task
+from fastmmeval.parity.harness import ParityReport, check_task
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.parity.peer import PeerTask, PeerUnavailable, lmms_eval_module
 from fastmmeval.parity.pool import response_pool
 from fastmmeval.parity.report import report_lines

@@ -9,56 +9,21 @@ explainers (`parity.differences`), each saying whether its difference accounts f
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.errors import ConfigError
 from fastmmeval.judge.judge import Judge
 from fastmmeval.judge.pipeline import judge_calls, judged_score, needs_judge
+from fastmmeval.parity.differences import EXPLAINERS
+from fastmmeval.parity.mismatch import Explainer, Mismatch, MismatchKind, Transform, same_value
 from fastmmeval.parity.peer import PeerTask
 from fastmmeval.parity.pool import response_pool
 from fastmmeval.protocol import Doc, ImagePart, Request, Response
 from fastmmeval.samples import aggregate
 from fastmmeval.tasks.task import Task
-
-TOLERANCE = 1e-9
-MismatchKind = Literal["prompt", "score", "aggregate", "keys"]
-Transform = Callable[[str], str]
-
-
-@dataclass
-class Mismatch:
-    """Where the two sides disagree: a doc's prompt, a result key on one case or on a slot, or a
-    result key lmms-eval reports that we do not. `theirs_with(transform)` is lmms-eval's value of
-    the same key with each response transformed first (what an explainer tries); `ours_samples`
-    are our scored samples of the responses."""
-
-    kind: MismatchKind
-    key: str
-    doc_ids: tuple[str, ...]
-    responses: tuple[str, ...]
-    ours: Any
-    theirs: Any
-    theirs_with: Callable[[Transform], Any] | None = None
-    ours_samples: tuple[dict[str, Any], ...] = ()
-    explained_by: list[str] = field(default_factory=list)
-
-    def describe(self) -> str:
-        """One line: what differs, on which docs and responses."""
-        where = ", ".join(self.doc_ids[:3]) + (" ..." if len(self.doc_ids) > 3 else "")
-        said = "" if self.kind in ("prompt", "keys") else f" responses {list(self.responses[:2])!r}"
-        why = ", ".join(self.explained_by) or "UNEXPLAINED"
-        ours, theirs = _plain(self.ours), _plain(self.theirs)
-        return f"{self.kind} {self.key} (docs {where}{said}): ours {ours!r}, lmms-eval {theirs!r} [{why}]"
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python number it holds (for printing)."""
-    item = getattr(value, "item", None)
-    return item() if callable(item) and getattr(value, "ndim", None) == 0 else value
 
 
 @dataclass
@@ -84,7 +49,6 @@ class ParityReport:
         return [d for d in self.listed if d not in shown]
 
 
-Explainer = Callable[[Mismatch, Task], bool]
 
 
 @dataclass(frozen=True)
@@ -114,8 +78,6 @@ def check_task(
     and each slot of responses as one run. `rows` are the hub rows lmms-eval reads (default: the
     task's own rows); `peer` replaces the lmms-eval task (e.g. with patches for its GPT calls);
     `judge` grades our side where the task needs a judge, as a run's first judge does."""
-    from fastmmeval.parity.differences import EXPLAINERS
-
     ref = task.config.lmms_eval
     if ref is None:
         raise ConfigError(f"task {task.name} names no lmms-eval task (lmms_eval.task) to compare with")
@@ -261,18 +223,3 @@ def _compare(
 
             out.append(Mismatch(kind, key, ids, tuple(texts), ours[key], theirs.get(key), again, tuple(samples)))
     return out
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Equal within TOLERANCE (numbers, recursively through lists and dicts); None equals None only."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return abs(a - b) <= TOLERANCE
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
-    return a == b

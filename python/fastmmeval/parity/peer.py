@@ -9,19 +9,15 @@ the `lmms_eval.tasks` package instead."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
-import io
-import os
 import re
 import sys
-import tempfile
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,6 +26,7 @@ from typing import Any
 import yaml
 
 from fastmmeval.errors import FastmmevalError
+from fastmmeval.parity.patches import Patched, set_up
 
 VERSION = "0.7.3"
 # A part of lmms-eval's prompt: ("text", str) or ("image", PIL image).
@@ -134,13 +131,11 @@ class PeerTask:
     @classmethod
     def load(cls, name: str) -> PeerTask:
         """The lmms-eval task called `name`, with the patches that let it run here (parity.setups)."""
-        from fastmmeval.parity.setups import set_up  # setups patches PeerTasks: imported here, not above
-
         path = _task_files().get(name)
         if path is None:
             raise PeerUnavailable(f"lmms-eval {VERSION} has no task {name!r}")
         peer = cls(name, path.parent, _read_yaml(path))
-        set_up(peer)
+        set_up(peer, path.parent.relative_to(tasks_dir()).as_posix())
         return peer
 
     # --- hooks ---------------------------------------------------------------------------------
@@ -158,9 +153,9 @@ class PeerTask:
         module, name = value.ref.rsplit(".", 1)
         return getattr(self.module(module), name)
 
-    def patched(self) -> _Patched:
-        """A context in which `patches` replace the attributes they name."""
-        return _Patched(self, self.patches)
+    def patched(self) -> Patched:
+        """A context in which `patches` replace the attributes they name (see `Patched`)."""
+        return Patched(self.module, self.patches)
 
     @property
     def specific_kwargs(self) -> dict[str, Any] | None:
@@ -349,65 +344,3 @@ def _part(content: Mapping[str, Any]) -> PeerPart:
     if kind == "image":
         return ("image", content.get("url", content.get("image")))
     raise PeerUnavailable(f"lmms-eval message part of type {kind!r} is not compared")
-
-
-@dataclass(frozen=True)
-class Fresh:
-    """A patch value made anew each time the patches are applied (e.g. a module-level dict of
-    running totals that an aggregation adds to, which would otherwise carry over between runs)."""
-
-    make: Callable[[], Any]
-
-
-_quiet_depth = 0
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """lmms-eval's prints and log lines dropped (pycocoevalcap's progress alone is thousands of
-    lines a check, burying the report); nested uses are fine."""
-    from loguru import logger
-
-    global _quiet_depth
-    _quiet_depth += 1
-    logger.disable("lmms_eval")
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        _quiet_depth -= 1
-        if not _quiet_depth:
-            logger.enable("lmms_eval")
-
-
-class _Patched:
-    """Sets module attributes for the duration of a block (nested uses are fine), quietly, in a
-    scratch working folder: lmms-eval's aggregations write report and submission files under the
-    current one when no run's output path is given."""
-
-    def __init__(self, task: PeerTask, patches: Mapping[str, Any]) -> None:
-        self.task, self.patches = task, patches
-        self.saved: list[tuple[types.ModuleType, str, Any]] = []
-        self.cwd: str | None = None
-        self.scratch: tempfile.TemporaryDirectory[str] | None = None
-        self.quiet = contextlib.ExitStack()
-
-    def __enter__(self) -> None:
-        self.quiet.enter_context(_quiet())
-        self.cwd = os.getcwd()
-        self.scratch = tempfile.TemporaryDirectory(prefix="fastmmeval-parity-")
-        os.chdir(self.scratch.name)
-        for target, value in self.patches.items():
-            module_name, attr = target.rsplit(".", 1)
-            module = self.task.module(module_name)
-            self.saved.append((module, attr, getattr(module, attr)))
-            setattr(module, attr, value.make() if isinstance(value, Fresh) else value)
-
-    def __exit__(self, *exc: object) -> None:
-        for module, attr, value in reversed(self.saved):
-            setattr(module, attr, value)
-        self.saved.clear()
-        if self.cwd is not None and self.scratch is not None:
-            os.chdir(self.cwd)
-            self.scratch.cleanup()
-        self.quiet.close()

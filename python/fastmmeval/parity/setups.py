@@ -1,6 +1,6 @@
 """What lmms-eval 0.7.3's side of a task needs to run here, offline and in seconds, with its scoring
-unchanged: patches that `PeerTask.load` adds, registered by the lmms-eval task folder whose `utils`
-they patch (so a folder's lite and other variants get them too).
+unchanged: patches that `PeerTask.load` adds (`patches.PEER_SETUPS`), registered by the lmms-eval
+task folder whose `utils` they patch (so a folder's lite and other variants get them too).
 
 - Captioning (coco_cap, flickr30k, nocaps, textcaps, refcoco, refcoco+, refcocog): pycocoevalcap
   runs PTBTokenizer (a Java process) twice and starts a METEOR jar in each aggregation of each
@@ -9,28 +9,23 @@ they patch (so a folder's lite and other variants get them too).
   (the jar scores each segment on its own).
 - ocrbench: its per-category totals are a module-level dict that each aggregation adds to and none
   resets; here each aggregation starts from zeros, as a fresh lmms-eval process does.
+- mmmu: its doc_to_messages sets a module-wide `interleaved_format` flag that none resets, after
+  which its doc_to_text of every MMMU task writes `<image>` for the `<image N>` tags; here each
+  use starts from the config its template file gives.
 - gqa: its process_docs downloads the image config lmms-lab-encoder/GQA testdev_balanced_images;
   here it reads the rows our gqa reads (saved under --data_dir, or the hub cache)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastmmeval.metrics.caption import meteor_scorer
-from fastmmeval.parity.peer import Fresh, PeerTask, PeerUnavailable, tasks_dir
-from fastmmeval.registry import Registry
+from fastmmeval.parity.patches import PEER_SETUPS, Fresh
+from fastmmeval.parity.peer import PeerTask, PeerUnavailable
 from fastmmeval.tasks.families.vqa import GQA_IMAGES, GQA_IMAGES_SPLIT
 from fastmmeval.tasks.sources import Rows, load_rows
-
-PEER_SETUPS: Registry[Callable[[PeerTask], None]] = Registry("lmms-eval task setup")
-
-
-def set_up(peer: PeerTask) -> None:
-    """Add the patches registered for `peer`'s task folder (none for most tasks)."""
-    folder = peer.folder.relative_to(tasks_dir()).as_posix()
-    if folder in PEER_SETUPS:
-        PEER_SETUPS.get(folder)(peer)
 
 
 class LinePTBTokenizer:
@@ -78,3 +73,11 @@ def _gqa_images(path: str, name: str, split: str, **_: Any) -> Rows:
 @PEER_SETUPS.register("gqa")
 def _gqa(peer: PeerTask) -> None:
     peer.patches["utils.load_dataset"] = _gqa_images
+
+
+@PEER_SETUPS.register("mmmu")
+def _mmmu(peer: PeerTask) -> None:
+    config = copy.deepcopy(peer.module("utils").config)
+    config["metadata"]["interleaved_format"] = False  # as its _default_template_yaml sets it
+
+    peer.patches["utils.config"] = Fresh(lambda: copy.deepcopy(config))

@@ -13,7 +13,7 @@ import pkgutil
 
 from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.extract.base import UNPARSED
-from fastmmeval.parity.harness import Explainer, Mismatch, same_value
+from fastmmeval.parity.mismatch import Explainer, Mismatch, same_value
 from fastmmeval.registry import Registry
 from fastmmeval.tasks.task import Task
 

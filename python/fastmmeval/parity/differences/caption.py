@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.metrics.ptb_tokenize import tokenize
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.tasks.task import Task
 
 

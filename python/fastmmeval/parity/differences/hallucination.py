@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.parity.peer import PeerFailure
 from fastmmeval.tasks.task import Task
 

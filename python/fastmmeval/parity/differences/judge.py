@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.tasks.families.mathvista import EMPTY, get_most_similar
 from fastmmeval.tasks.task import Task
 

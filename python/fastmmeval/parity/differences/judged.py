@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.tasks.task import Task
 
 

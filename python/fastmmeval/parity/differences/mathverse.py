@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastmmeval.parity.differences import EXPLAINERS
 from fastmmeval.parity.differences.judged import judgments
-from fastmmeval.parity.harness import Mismatch
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.parity.peer import lmms_eval_module
 from fastmmeval.tasks.task import Task
 

@@ -11,7 +11,7 @@ from fastmmeval.extract import Extraction
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.metrics.circular import ROTATION_STRIDE, circular_group
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.protocol import Doc, Response
 from fastmmeval.samples import aggregate
 from fastmmeval.tasks.task import Task

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.tasks.families.mmmu import MMMU_MC_PROMPT, MMMU_OPEN_PROMPT, mmmu_open_readings
 from fastmmeval.tasks.task import Task
 

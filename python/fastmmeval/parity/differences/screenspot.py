@@ -4,7 +4,7 @@ task's tokenizer difference is the captioning benchmarks' (`differences/caption.
 from __future__ import annotations
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.tasks.families.screenspot import BOX
 from fastmmeval.tasks.task import Task
 

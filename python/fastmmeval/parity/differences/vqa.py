@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch
+from fastmmeval.parity.mismatch import Mismatch
 from fastmmeval.tasks.task import Task
 
 COMMA_RUN = re.compile(r"\d,{2,}\d")

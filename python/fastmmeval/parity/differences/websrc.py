@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastmmeval.engine.sampling import cut_at_stop
 from fastmmeval.parity.differences import EXPLAINERS
-from fastmmeval.parity.harness import Mismatch, same_value
+from fastmmeval.parity.mismatch import Mismatch, same_value
 from fastmmeval.tasks.task import Task
 
 # lmms-eval's websrc_aggregate_results returns round(f1, 3), for one question as for many.
