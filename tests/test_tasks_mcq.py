@@ -41,7 +41,6 @@ from task_fixtures import (
 
 from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS
-from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS
 from fastmmeval.parity import PeerTask
 from fastmmeval.tasks.families import mcq, mmmu
@@ -636,4 +635,4 @@ def test_the_mmbench_judge_is_asked_as_lmms_eval_asks_and_its_reply_read_the_sam
                    f"{row['A']} and {row['B']}", "a b c", ":B", "Answer: (A)."]  # fmt: skip
         for reply in replies:
             theirs = evaluator.can_infer(reply, dict(choices)) or None
-            assert mmbench_can_infer(reply, case.options) == theirs, reply
+            assert mcq.mmbench_can_infer(reply, case.options) == theirs, reply

@@ -21,7 +21,6 @@ from fastmmeval.errors import DocError
 from fastmmeval.extract import EXTRACTORS, UNPARSED, Extraction
 from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
 from fastmmeval.extract.rules import LETTERS
-from fastmmeval.judge.prompts import mmbench_can_infer
 from fastmmeval.metrics import METRICS, Metric
 from fastmmeval.tasks.processors import DOC_PROCESSORS
 
@@ -143,6 +142,25 @@ def mmbench(row: dict[str, Any]) -> dict[str, Any]:
         "hinted_question": question if _missing(hint) else f"{hint} {question}",
         "judge_question": question,
     }
+
+
+_MMBENCH_MARKS = (("", ""), ("", "."), ("", ","), ("", ":"), ("", ")"), ("", ")."), ("(", ")"), ("(", ")."),
+                  (":", ""), (":", ","), (":", "."), (":", ")"), (":", ")."))  # fmt: skip
+
+
+def mmbench_can_infer(reply: str, options: Sequence[str]) -> str | None:
+    """The letter MMBench's evaluator (lmms-eval 0.7.3 `MMBench_Evaluator.can_infer`) reads in a
+    reply: the one of A-E standing alone among its words, bare or with one of _MMBENCH_MARKS
+    (a bare "A" in a reply of more than three words may be the article and is not taken), else the
+    one option (of the first four) whose text the reply contains; None when none or several."""
+    words = [w.strip() for w in reply.split()]
+    for k, (prefix, suffix) in enumerate(_MMBENCH_MARKS):
+        found = [c for c in "ABCDE" if prefix + c + suffix in words]
+        if len(found) == 1 and not (k == 0 and "A" in words and len(words) > 3):
+            return found[0]
+    lower = reply.lower()
+    hits = [LETTERS[i] for i, option in enumerate(options[:4]) if str(option).lower() in lower]
+    return hits[0] if len(hits) == 1 else None
 
 
 @EXTRACTORS.register("mmbench_judge")
