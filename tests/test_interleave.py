@@ -22,8 +22,9 @@ from fastmmeval.models.local.vlm import VisionLanguageModel
 from fastmmeval.parity import EXPLAINERS, Mismatch, PeerTask
 from fastmmeval.parity.harness import peer_prompt_parts, prompt_parts
 from fastmmeval.protocol import ImagePart, TextPart
-from fastmmeval.tasks.config import InterleavedText, MessageTemplate, parse_task
+from fastmmeval.tasks.config import parse_task
 from fastmmeval.tasks.families.mmmu import MMMU_MC_PROMPT, MMMU_OPEN_PROMPT
+from fastmmeval.tasks.messages import InterleavedText, MessageTemplate
 from fastmmeval.tasks.render import render_messages
 from fastmmeval.tasks.sources import DATA_DIR_ENV
 from fastmmeval.tasks.task import Task

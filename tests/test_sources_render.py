@@ -12,7 +12,8 @@ from PIL import Image
 
 from fastmmeval.errors import ConfigError, DocError
 from fastmmeval.protocol import ImagePart, TextPart
-from fastmmeval.tasks.config import DatasetSpec, MessageTemplate
+from fastmmeval.tasks.config import DatasetSpec
+from fastmmeval.tasks.messages import MessageTemplate
 from fastmmeval.tasks.render import load_image, render_messages
 from fastmmeval.tasks.sources import load_rows
 

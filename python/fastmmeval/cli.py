@@ -4,54 +4,36 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from fastmmeval.argtypes import name_list, non_negative_int, positive_float, positive_int, seed_int
 from fastmmeval.console import print_table, stdout_console
 from fastmmeval.errors import ConfigError, FastmmevalError
-from fastmmeval.hub import go_offline, hub_offline, hub_reachable
 from fastmmeval.images import image_flags
 from fastmmeval.protocol import MC_MODES
+from fastmmeval.tasks.config import mode_label
+from fastmmeval.tasks.sources import data_dir_flag, use_data_dir
 
 if TYPE_CHECKING:
     from fastmmeval.distributed import Ranks
     from fastmmeval.results import RunDir
 
-# Flows with their own subcommand tree: each module defines add_parser(sub) and main(args) -> int.
+# Subcommands (flows) in modules of their own: each defines add_parser(sub) and main(args) -> int.
 FLOWS: dict[str, str] = {
+    "tasks": "fastmmeval.tasks_cli",
     "lite": "fastmmeval.lite.cli",
     "contam": "fastmmeval.contam.cli",
     "serve": "fastmmeval.serve.cli",
     "judge": "fastmmeval.judge.cli",
 }
-SUBCOMMANDS = ("run", "tasks", "models", *FLOWS)
+SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task
-
-
-def _data_dir_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data_dir",
-        type=Path,
-        default=None,
-        help="offline hub datasets: folders saved by `fastmmeval tasks --download` or a Hugging Face "
-        "datasets cache (default: $FASTMMEVAL_DATA_DIR)",
-    )
-
-
-def _use_data_dir(args: argparse.Namespace) -> None:
-    """--data_dir reaches the dataset loader (and data-parallel workers) as $FASTMMEVAL_DATA_DIR."""
-    from fastmmeval.tasks.sources import DATA_DIR_ENV
-
-    if args.data_dir is not None:
-        os.environ[DATA_DIR_ENV] = str(args.data_dir.resolve())
 
 
 def _run_parser(sub: Any) -> None:
@@ -87,7 +69,7 @@ def _run_parser(sub: Any) -> None:
         "reads the letter) or ppl (each option's text scored by log-likelihood: acc and acc_norm). Part of each "
         "task's fingerprint. Default: each task file's own; generate tasks (MMMU, MMStar, ...) are untouched",
     )
-    _data_dir_flag(p)
+    data_dir_flag(p)
     image_flags(p)
     p.add_argument(
         "--resume",
@@ -131,35 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
-    t = sub.add_parser("tasks", help="list registered tasks and groups, show one's protocol card, or download data")
-    t.add_argument("--include_path", action="append", default=[])
-    what = t.add_mutually_exclusive_group()
-    what.add_argument("--info", metavar="NAME", default=None, help="print the protocol card of a task")
-    t.add_argument("--json", action="store_true", help="with --info: print the card as JSON")
-    what.add_argument(
-        "--parity",
-        metavar="NAME",
-        default=None,
-        help="score a pool of responses on the task's docs (its data on disk) with lmms-eval 0.7.3's code and "
-        "ours, compare the prompts, and name the listed difference behind each mismatch (exit 1: unexplained)",
-    )
-    t.add_argument("--limit", type=positive_int, default=20, help="with --parity: the first N docs (default 20)")
-    what.add_argument(
-        "--download",
-        metavar="NAMES",
-        default=None,
-        help="save the hub data of these tasks/groups under --data_dir (needs network)",
-    )
-    _data_dir_flag(t)
     sub.add_parser("models", help="list registered model backends")
     for module in FLOWS.values():
         importlib.import_module(module).add_parser(sub)
     return parser
-
-
-def mode_label(output_type: str, mc_mode: str | None) -> str:
-    """'gen', 'mc/ppl' or 'mc/gen'."""
-    return "gen" if output_type == "generate" else f"mc/{mc_mode}"
 
 
 def results_table(results: dict[str, Any]) -> Table:
@@ -186,7 +143,7 @@ def results_table(results: dict[str, Any]) -> Table:
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.retry_failed and not args.resume:
         raise ConfigError("--retry_failed retries the failed docs of a run: use it with --resume")
-    _use_data_dir(args)
+    use_data_dir(args.data_dir)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:  # one rank of torchrun or of our own launcher
         from fastmmeval.distributed import joined
@@ -271,80 +228,6 @@ def _report_failures(run: RunDir, results: dict[str, Any]) -> int:
     return 0
 
 
-def _cmd_tasks(args: argparse.Namespace) -> int:
-    from fastmmeval.tasks.catalog import Catalog
-
-    _use_data_dir(args)
-    if args.parity:
-        from fastmmeval.parity import check_task, report_lines
-        from fastmmeval.tasks import resolve
-
-        report = check_task(resolve([args.parity], args.include_path)[0], limit=args.limit)
-        for line in report_lines(report):
-            print(line)
-        return 1 if report.unexplained else 0
-    if args.download:
-        from fastmmeval.tasks.download import download
-
-        if args.data_dir is None:
-            raise ConfigError("--download needs --data_dir (where to save the datasets)")
-        names = [n.strip() for n in args.download.split(",") if n.strip()]
-        for spec, split, saved in download(names, args.data_dir, args.include_path):
-            print(f"{spec.path} {spec.name or ''} {split} -> {saved}")
-        return 0
-    catalog = Catalog(Path(p) for p in args.include_path)
-    if args.info:
-        config = catalog.tasks.get(args.info)
-        if config.dataset.path and not hub_offline() and not hub_reachable():
-            # Without this the hub client retries for ~25 s before the card's data part gives up.
-            go_offline()
-            print("fastmmeval: note: the Hugging Face Hub cannot be reached: the card shows what a local copy allows "
-                  "(data_error says what is missing)", file=sys.stderr)
-        _print_card(config, args.json)
-        return 0
-    from fastmmeval.tasks.counts import doc_count
-
-    table = Table(title="tasks")
-    for col in ("Task", "Groups", "Mode", "Dataset", "Split", "Docs", "Docs from", "Metrics"):
-        table.add_column(col)
-    for name, c in catalog.tasks.items():
-        d = c.dataset
-        source = d.path or d.load_from_disk or (f"builder:{d.builder}" if d.builder else "files")
-        mode = mode_label(c.output_type, c.mc_mode)
-        count = doc_count(c)
-        scored = f"submission:{c.submission}" if c.submission else ",".join(c.metric_keys or c.metrics)
-        docs = "" if count.n is None else str(count.n)
-        table.add_row(name, ",".join(c.group), mode, source, c.split, docs, count.source or "", scored)
-    console = stdout_console()
-    print_table(table, console)
-    console.print("Docs from: counted = in the data on this machine (--data_dir, the Hugging Face datasets cache, "
-                  "local files); declared = the task file's `docs:` (its data is not here); listed = a subset's id "
-                  "file", soft_wrap=True, markup=False)
-    for group, members in sorted(catalog.groups.items()):
-        console.print(f"group {group}: {', '.join(members)}", soft_wrap=True, markup=False)
-    return 0
-
-
-def _print_card(config: Any, as_json: bool) -> None:
-    from fastmmeval.tasks.card import protocol_card
-
-    card = protocol_card(config)
-    if as_json:
-        print(json.dumps(card, indent=2, ensure_ascii=False))
-        return
-    console = stdout_console()
-    table = Table(title=f"protocol card: {card['task']}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value")
-    for key, value in card.items():
-        if key == "example":
-            value = "\n".join([*value["messages"], f"target: {value['target']}"])
-        elif isinstance(value, (dict, list)):
-            value = "\n".join(value) if isinstance(value, list) else json.dumps(value, ensure_ascii=False)
-        table.add_row(key, "" if value is None else escape(str(value)))
-    print_table(table, console)
-
-
 def _cmd_models() -> None:
     from fastmmeval.models import MODELS
 
@@ -395,8 +278,6 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         status = _cmd_run(args, argv)
     elif args.command in FLOWS:
         status = importlib.import_module(FLOWS[args.command]).main(args)
-    elif args.command == "tasks":
-        status = _cmd_tasks(args)
     else:
         _cmd_models()
     sys.stdout.flush()  # a closed pipe shows here, inside main, not at interpreter exit

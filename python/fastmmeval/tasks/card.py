@@ -7,7 +7,8 @@ from typing import Any
 
 from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.extract.judge_assisted import JUDGE_ASSISTED
-from fastmmeval.tasks.config import InterleavedText, TaskConfig, ppl_messages
+from fastmmeval.tasks.config import TaskConfig, ppl_messages
+from fastmmeval.tasks.messages import InterleavedText
 from fastmmeval.tasks.task import Task
 
 

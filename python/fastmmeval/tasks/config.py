@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import string
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +12,9 @@ from typing import Any, Literal
 from fastmmeval.errors import ConfigError
 from fastmmeval.protocol import MC_MODES, GenerationSettings
 from fastmmeval.tasks.inherit import resolve_extends
-from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
+from fastmmeval.tasks.messages import MessageTemplate, parse_messages
+from fastmmeval.tasks.ppl import PplSpec, cut_after_options, parse_ppl
+from fastmmeval.tasks.yaml_lines import FieldReader, LineDict, load_yaml
 
 OutputType = Literal["generate", "multiple_choice"]
 
@@ -28,11 +29,8 @@ DATASET_KEYS = {
 GENERATION_KEYS = {"max_new_tokens", "temperature", "top_p", "stop", "seed"}
 # A subset task file: another task restricted to the doc ids listed in a file (e.g. a lite set).
 SUBSET_KEYS = {"task", "subset_of", "doc_ids", "group", "description"}
-ROLES = {"system", "user", "assistant"}
 METRIC_ENTRY_KEYS = ("metric", "as", "filter", "scale")
 LMMS_EVAL_KEYS = {"task", "differences", "notes"}
-PPL_KEYS = {"doc_to_messages", "headline", "target_delimiter"}
-INTERLEAVE_KEYS = {"pattern", "images"}
 
 
 @dataclass(frozen=True)
@@ -69,39 +67,6 @@ class DatasetSpec:
         if not self.allow_absolute_paths:
             out.pop("allow_absolute_paths")  # fingerprints of tasks without the key stay what they were
         return out
-
-
-@dataclass(frozen=True)
-class InterleavedText:
-    """A text template whose rendered text is cut at each match of `pattern`, a regular expression
-    with one group: in the match's place stands the image of the list field `images` that the group
-    numbers (from 1). Each piece of text is stripped and empty pieces are dropped, as lmms-eval's
-    mmmu_doc_to_messages does."""
-
-    template: str
-    pattern: str
-    images: str
-
-
-@dataclass(frozen=True)
-class MessageTemplate:
-    """One chat turn of the prompt: parts are ("text", template), ("text", InterleavedText) or
-    ("image", field name)."""
-
-    role: str
-    parts: tuple[tuple[str, str | InterleavedText], ...]
-
-
-@dataclass(frozen=True)
-class PplSpec:
-    """How a multiple-choice task is asked in ppl mode: its prompt (None: its own, cut after the `{options}`
-    slot, see `ppl_messages`), the headline accuracy (`acc`: summed log-probability; `acc_norm`: per byte of
-    the option text) and what goes before each option's text in its continuation (lmms-eval's and
-    lm-evaluation-harness's `target_delimiter`)."""
-
-    doc_to_messages: tuple[MessageTemplate, ...] | None = None
-    headline: Literal["acc", "acc_norm"] = "acc"
-    target_delimiter: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,55 +123,11 @@ class TaskConfig:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def template_fields(template: str) -> list[str]:
-    """The `{field}` names used by a prompt template."""
-    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
-
-
-class _Reader:
-    """Pulls typed values out of a LineDict, raising errors with file:line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, data: LineDict, key: str, message: str) -> ConfigError:
-        if not isinstance(data, LineDict):
-            return ConfigError(f"{self.path}:0: field {key!r}: {message}")
-        return ConfigError(f"{data.path_of(key) or self.path}:{data.line_of(key)}: field {key!r}: {message}")
-
-    def check_keys(self, data: LineDict, allowed: set[str], what: str) -> None:
-        import difflib
-
-        for key in data:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise self.fail(data, key, f"unknown {what} setting{hint}")
-
-    def get(self, data: LineDict, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-        if key not in data:
-            if default is ...:
-                raise ConfigError(f"{self.path}:{data.line}: missing required field {key!r}")
-            return default
-        value = data[key]
-        if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.fail(data, key, f"expected {names}, got {type(value).__name__} {value!r}")
-        return value
-
-    def str_list(self, data: LineDict, key: str, default: Any = ...) -> tuple[str, ...]:
-        value = self.get(data, key, (str, list), default)
-        items = [value] if isinstance(value, str) else list(value)
-        if not all(isinstance(v, str) for v in items):
-            raise self.fail(data, key, "expected a string or a list of strings")
-        return tuple(items)
-
-
 def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
     """Read and check one task file (or its already-loaded mapping, `extends:` resolved). Read alone,
     a task file may extend another task file in its folder; a task name is looked up by the catalog."""
     data = resolve_extends(path, load_yaml(path), path.parent) if data is None else data
-    r = _Reader(path)
+    r = FieldReader(path)
     r.check_keys(data, TASK_KEYS, "task")
     output_type = r.get(data, "output_type", str)
     if output_type not in ("generate", "multiple_choice"):
@@ -236,12 +157,12 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         dataset=_parse_dataset(r, r.get(data, "dataset", dict), path),
         split=r.get(data, "split", str),
         doc_id=r.get(data, "doc_id", str, None),
-        doc_to_messages=_parse_messages(r, data),
+        doc_to_messages=parse_messages(r, data),
         target=r.get(data, "target", str),
         output_type=output_type,
         choices=choices,
         mc_mode=mc_mode,
-        ppl=_parse_ppl(r, data, output_type),
+        ppl=parse_ppl(r, data, output_type),
         extractor=extractor,
         **(_parse_metrics(r, data) if submission is None else {"metrics": ()}),
         generation=_parse_generation(r, r.get(data, "generation", dict, LineDict())),
@@ -257,61 +178,24 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
     return config
 
 
-def _parse_ppl(r: _Reader, data: LineDict, output_type: str) -> PplSpec:
-    """`ppl: {doc_to_messages, headline: acc|acc_norm, target_delimiter}`, each optional (see PplSpec)."""
-    block = r.get(data, "ppl", dict, None)
-    if block is None:
-        return PplSpec()
-    if output_type != "multiple_choice":
-        raise r.fail(data, "ppl", "only multiple_choice tasks have a ppl block")
-    r.check_keys(block, PPL_KEYS, "ppl")
-    headline = r.get(block, "headline", str, PplSpec.headline)
-    if headline not in ("acc", "acc_norm"):
-        raise r.fail(block, "headline", f"must be acc or acc_norm, got {headline!r}")
-    return PplSpec(
-        doc_to_messages=_parse_messages(r, block) if "doc_to_messages" in block else None,
-        headline=headline,
-        target_delimiter=r.get(block, "target_delimiter", str, PplSpec.target_delimiter),
-    )
-
-
 def ppl_messages(config: TaskConfig) -> tuple[MessageTemplate, ...]:
-    """The prompt a multiple-choice task is asked with in ppl mode: its ppl block's, else its own with
-    each text part that holds the `{options}` slot cut right after the last one (the letter instruction a
-    gen prompt puts there goes). A task whose prompt has no such slot must write its ppl prompt."""
+    """The prompt a multiple-choice task is asked with in ppl mode: its ppl block's, else its own cut after
+    the `{options}` slot (`cut_after_options`). A task whose prompt has no such slot must write its ppl
+    prompt."""
     if config.ppl.doc_to_messages is not None:
         return config.ppl.doc_to_messages
-    turns, cut = [], False
-    for turn in config.doc_to_messages:
-        parts = []
-        for kind, value in turn.parts:
-            if kind == "text":
-                kept = _up_to_options(value.template if isinstance(value, InterleavedText) else value)
-                if kept is not None:
-                    value = replace(value, template=kept) if isinstance(value, InterleavedText) else kept
-                    cut = True
-            parts.append((kind, value))
-        turns.append(replace(turn, parts=tuple(parts)))
-    if not cut:
+    cut = cut_after_options(config.doc_to_messages)
+    if cut is None:
         raise ConfigError(
             f"{config.source_file}: task {config.task}: ppl mode needs `ppl: {{doc_to_messages: ...}}`, a prompt "
             "without the letter instruction (its prompt has no {options} slot to cut the instruction after)"
         )
-    return tuple(turns)
+    return cut
 
 
-def _up_to_options(template: str) -> str | None:
-    """`template` up to and including its last `{options}` slot; None when it has none."""
-    pieces = list(string.Formatter().parse(template))
-    ends = [i for i, (_, name, _, _) in enumerate(pieces) if name == "options"]
-    if not ends:
-        return None
-    out = []
-    for literal, name, spec, conversion in pieces[: ends[-1] + 1]:
-        out.append(literal.replace("{", "{{").replace("}", "}}"))
-        if name is not None:
-            out.append("{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}")
-    return "".join(out)
+def mode_label(output_type: str, mc_mode: str | None) -> str:
+    """How a task is asked, for tables: 'gen', 'mc/ppl' or 'mc/gen'."""
+    return "gen" if output_type == "generate" else f"mc/{mc_mode}"
 
 
 def with_mc_mode(config: TaskConfig, mc_mode: str) -> TaskConfig:
@@ -328,7 +212,7 @@ def with_mc_mode(config: TaskConfig, mc_mode: str) -> TaskConfig:
     return out
 
 
-def _parse_metrics(r: _Reader, data: LineDict) -> dict[str, tuple[Any, ...]]:
+def _parse_metrics(r: FieldReader, data: LineDict) -> dict[str, tuple[Any, ...]]:
     """`metrics`: registered metric names, each optionally `{metric: NAME, as: KEY, filter: FILTER,
     scale: FACTOR}`: its result key (e.g. lmms-eval's), the filter name after the comma in its result
     keys (lmms-eval's `exact_match,flexible-extract`; default none) and a factor for its values."""
@@ -360,7 +244,7 @@ def _positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _parse_where(r: _Reader, data: LineDict) -> tuple[tuple[str, str], ...]:
+def _parse_where(r: FieldReader, data: LineDict) -> tuple[tuple[str, str], ...]:
     """`where: {field: value, ...}`: keep only rows whose fields equal these values (as strings)."""
     where = r.get(data, "where", dict, LineDict())
     if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in where.values()):
@@ -368,7 +252,7 @@ def _parse_where(r: _Reader, data: LineDict) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in where.items())
 
 
-def _parse_lmms_eval(r: _Reader, data: LineDict) -> LmmsEvalRef | None:
+def _parse_lmms_eval(r: FieldReader, data: LineDict) -> LmmsEvalRef | None:
     ref = r.get(data, "lmms_eval", dict, None)
     if ref is None:
         return None
@@ -377,7 +261,7 @@ def _parse_lmms_eval(r: _Reader, data: LineDict) -> LmmsEvalRef | None:
     return LmmsEvalRef(task=r.get(ref, "task", str), differences=_differences(r, ref), notes=notes)
 
 
-def _differences(r: _Reader, ref: LineDict) -> dict[str, str]:
+def _differences(r: FieldReader, ref: LineDict) -> dict[str, str]:
     """`differences: {id: text}`, ids snake_case: each names the parity check that shows it."""
     value = r.get(ref, "differences", dict, {})
     for key, text in value.items():
@@ -390,7 +274,7 @@ def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:
     """A subset task file (`task`, `subset_of`, `doc_ids`: a .txt file with one id per line or a
     .json file with a "doc_ids" list, relative to the task file; optional `group`, `description`):
     `base` run on those docs only. The base task's groups are not inherited."""
-    r = _Reader(path)
+    r = FieldReader(path)
     r.check_keys(data, SUBSET_KEYS, "subset task")
     ids_path = Path(r.get(data, "doc_ids", str))
     ids_path = ids_path if ids_path.is_absolute() else path.parent / ids_path
@@ -414,7 +298,7 @@ def parse_subset(path: Path, data: LineDict, base: TaskConfig) -> TaskConfig:
     )
 
 
-def _parse_dataset(r: _Reader, data: LineDict, path: Path) -> DatasetSpec:
+def _parse_dataset(r: FieldReader, data: LineDict, path: Path) -> DatasetSpec:
     r.check_keys(data, DATASET_KEYS, "dataset")
     kinds = [k for k in ("path", "load_from_disk", "data_files", "builder") if k in data]
     if not kinds or (len(kinds) > 1 and set(kinds) != {"builder", "data_files"}):
@@ -441,52 +325,7 @@ def _parse_dataset(r: _Reader, data: LineDict, path: Path) -> DatasetSpec:
     )
 
 
-def _parse_messages(r: _Reader, data: LineDict) -> tuple[MessageTemplate, ...]:
-    turns = r.get(data, "doc_to_messages", list)
-    out = []
-    for turn in turns:
-        if not isinstance(turn, LineDict) or set(turn) - {"role", "content"}:
-            raise r.fail(data, "doc_to_messages", "each turn is a mapping with role and content")
-        role = r.get(turn, "role", str)
-        if role not in ROLES:
-            raise r.fail(turn, "role", f"must be one of {sorted(ROLES)}")
-        parts = [_parse_part(r, turn, part) for part in r.get(turn, "content", list)]
-        out.append(MessageTemplate(role=role, parts=tuple(parts)))
-    if not out:
-        raise r.fail(data, "doc_to_messages", "needs at least one turn")
-    return tuple(out)
-
-
-def _parse_part(r: _Reader, turn: LineDict, part: Any) -> tuple[str, str | InterleavedText]:
-    """One content part: `{text: TEMPLATE}` (optionally with `interleave: {pattern, images}`) or `{image: FIELD}`."""
-    if not isinstance(part, LineDict) or set(part) not in ({"text"}, {"image"}, {"text", "interleave"}):
-        raise r.fail(turn, "content", "each part is {text: <template>} (+ interleave) or {image: <field>}")
-    kind = "text" if "text" in part else "image"
-    value = r.get(part, kind, str)
-    if kind == "image":
-        return kind, value
-    try:
-        template_fields(value)
-    except ValueError as e:
-        raise r.fail(part, kind, f"bad template ({e}); write literal braces as {{{{ }}}}") from None
-    if "interleave" not in part:
-        return kind, value
-    setting = r.get(part, "interleave", dict)
-    r.check_keys(setting, INTERLEAVE_KEYS, "interleave")
-    pattern, images = r.get(setting, "pattern", str), r.get(setting, "images", str)
-    try:
-        compiled = re.compile(pattern)
-    except re.error as e:
-        raise r.fail(setting, "pattern", f"bad regular expression ({e})") from None
-    if compiled.groups != 1:
-        message = f"needs one group, the image's number (as in <image (\\d+)>); it has {compiled.groups}"
-        raise r.fail(setting, "pattern", message)
-    if compiled.search(""):
-        raise r.fail(setting, "pattern", "matches empty text; a placeholder is some text")
-    return kind, InterleavedText(value, pattern, images)
-
-
-def _parse_generation(r: _Reader, data: LineDict) -> GenerationSettings:
+def _parse_generation(r: FieldReader, data: LineDict) -> GenerationSettings:
     if data:
         r.check_keys(data, GENERATION_KEYS, "generation")
     return GenerationSettings(

@@ -13,7 +13,7 @@ from fastmmeval.errors import DocError, FailureKind
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.images import DEFAULT_MAX_PIXELS, ImageRefused, confined_path, open_image, to_rgb, within_cap
 from fastmmeval.protocol import ImagePart, Message, Part, TextPart
-from fastmmeval.tasks.config import InterleavedText, MessageTemplate
+from fastmmeval.tasks.messages import InterleavedText, MessageTemplate
 
 
 def format_options(options: list[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -151,6 +152,24 @@ def data_dir() -> Path | None:
     """The offline dataset folder (`--data_dir`, i.e. $FASTMMEVAL_DATA_DIR), if one is set."""
     value = os.environ.get(DATA_DIR_ENV)
     return Path(value).expanduser() if value else None
+
+
+def data_dir_flag(parser: argparse.ArgumentParser) -> None:
+    """Add `--data_dir` to a subcommand that reads task data (`use_data_dir` puts it to use)."""
+    parser.add_argument(
+        "--data_dir",
+        type=Path,
+        default=None,
+        help="offline hub datasets: folders saved by `fastmmeval tasks --download` or a Hugging Face "
+        "datasets cache (default: $FASTMMEVAL_DATA_DIR)",
+    )
+
+
+def use_data_dir(folder: Path | None) -> None:
+    """`--data_dir` reaches the dataset loader (and data-parallel workers) as $FASTMMEVAL_DATA_DIR; None
+    leaves that as it is."""
+    if folder is not None:
+        os.environ[DATA_DIR_ENV] = str(folder.resolve())
 
 
 def saved_split_dir(root: Path, spec: DatasetSpec, split: str) -> Path:

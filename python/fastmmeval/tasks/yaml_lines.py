@@ -1,7 +1,9 @@
-"""YAML loading that remembers the line of every key, for errors that point into the file."""
+"""YAML loading that remembers the line of every key, and typed reading of its values, for errors
+that point into the file."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,45 @@ def _set_path(value: Any, path: Path) -> None:
     children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     for child in children:
         _set_path(child, path)
+
+
+class FieldReader:
+    """Pulls typed values out of the LineDicts of the file at `path`, raising errors with file:line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, data: LineDict, key: str, message: str) -> ConfigError:
+        """The error of field `key` of `data`, naming the file and line where the key is written."""
+        if not isinstance(data, LineDict):
+            return ConfigError(f"{self.path}:0: field {key!r}: {message}")
+        return ConfigError(f"{data.path_of(key) or self.path}:{data.line_of(key)}: field {key!r}: {message}")
+
+    def check_keys(self, data: LineDict, allowed: set[str], what: str) -> None:
+        """Refuse a key of `data` outside `allowed` (a `what` setting), naming the closest allowed one."""
+        for key in data:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.fail(data, key, f"unknown {what} setting{hint}")
+
+    def get(self, data: LineDict, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        """`data[key]`, which must be of `kind` (a bool is no number); `default` when it is absent, else
+        the key is required."""
+        if key not in data:
+            if default is ...:
+                raise ConfigError(f"{self.path}:{data.line}: missing required field {key!r}")
+            return default
+        value = data[key]
+        if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(data, key, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def str_list(self, data: LineDict, key: str, default: Any = ...) -> tuple[str, ...]:
+        """`data[key]`, a string or a list of strings, as a tuple of strings."""
+        value = self.get(data, key, (str, list), default)
+        items = [value] if isinstance(value, str) else list(value)
+        if not all(isinstance(v, str) for v in items):
+            raise self.fail(data, key, "expected a string or a list of strings")
+        return tuple(items)
