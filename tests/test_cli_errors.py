@@ -21,6 +21,7 @@ from rich.table import Table
 import fastmmeval.results
 from fastmmeval.cli import main
 from fastmmeval.console import print_table
+from fastmmeval.tasks.sources import DATA_DIR_ENV
 
 
 def one_error_line(err: str) -> str:
@@ -196,7 +197,8 @@ def test_in_a_terminal_the_name_column_is_never_cut(
 
 def test_tasks_info_without_network_prints_the_card_fast(tmp_path: Path) -> None:
     offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")  # as `make test` sets them
-    env = {k: v for k, v in os.environ.items() if k not in offline}
+    # ... and a data dir an earlier test's `run --data_dir` left in this process's environment
+    env = {k: v for k, v in os.environ.items() if k not in (*offline, DATA_DIR_ENV)}
     env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # refused at once, as with no network
     # datasets is imported first so that its import time is not counted, and to check that offline mode
     # still reaches a hub library that read its settings before.
