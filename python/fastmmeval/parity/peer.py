@@ -50,16 +50,13 @@ def lmms_eval_module(name: str) -> types.ModuleType:
     full = f"lmms_eval.{name}"
     if full in sys.modules or not name.startswith("tasks."):
         return importlib.import_module(full)
-    stand_in = "lmms_eval.tasks" not in sys.modules
-    if stand_in:
+    if "lmms_eval.tasks" not in sys.modules:
+        # It stays: task code imports its siblings lazily, inside the hooks (mmstar's and
+        # realworldqa's `_task_utils.mcq_extract`), long after this import returns.
         package = types.ModuleType("lmms_eval.tasks")
         package.__path__ = [str(tasks_dir())]
         sys.modules["lmms_eval.tasks"] = package
-    try:
-        return importlib.import_module(full)
-    finally:
-        if stand_in:
-            del sys.modules["lmms_eval.tasks"]
+    return importlib.import_module(full)
 
 
 @cache
