@@ -50,10 +50,11 @@ def stripped(m: Mismatch, task: Task) -> bool:
 
 @EXPLAINERS.register("unrounded")
 def unrounded(m: Mismatch, task: Task) -> bool:
-    """Our values are not rounded; lmms-eval rounds them (to some number of decimals)."""
+    """Our values are not rounded; lmms-eval rounds them (to 1-6 decimals: a whole number would
+    pass for any value near it)."""
     if m.kind != "aggregate" or not isinstance(m.ours, float) or not isinstance(m.theirs, (int, float)):
         return False
-    return any(same_value(round(m.ours, n), m.theirs) for n in range(7))
+    return any(same_value(round(m.ours, n), m.theirs) for n in range(1, 7))
 
 
 @EXPLAINERS.register("unparsed_not_random")
