@@ -60,6 +60,7 @@ class Sides:
     peer: PeerTask
     docs: list[Doc]
     peer_docs: list[dict[str, Any]]
+    requests: dict[str, Request]  # our request per doc id, built (images decoded) once
     judge: Judge | None = None
 
 
@@ -90,7 +91,8 @@ def check_task(
     refs = task.doc_refs(limit)
     docs = [task.doc(r) for r in refs]
     raw = [task.rows[r.index] for r in refs] if rows is None else list(rows)[: len(refs)]
-    sides = Sides(task, peer, docs, peer.process_docs(raw), judge)
+    requests = {d.id: task.request(d, seed=0) for d in docs}
+    sides = Sides(task, peer, docs, peer.process_docs(raw), requests, judge)
     pools = {d.id: [*responses(task, d), *(extra or {}).get(d.id, ())] for d in docs}
     mismatches = [*_prompt_mismatches(sides), *_score_mismatches(sides, pools)]
     known = {d: (explainers or {}).get(d) or (EXPLAINERS.get(d) if d in EXPLAINERS else None) for d in ref.differences}
@@ -139,7 +141,7 @@ def _image_key(image: Any) -> str:
 def _prompt_mismatches(sides: Sides) -> list[Mismatch]:
     out = []
     for doc, peer_doc in zip(sides.docs, sides.peer_docs, strict=True):
-        ours = prompt_parts(sides.task.request(doc, seed=0))
+        ours = prompt_parts(sides.requests[doc.id])
         theirs = peer_prompt_parts(sides.peer, peer_doc)
         if ours != theirs:
             out.append(Mismatch("prompt", "prompt", (doc.id,), (), ours, theirs))
@@ -150,27 +152,31 @@ def _prompt_mismatches(sides: Sides) -> list[Mismatch]:
 
 
 def ours_results(
-    task: Task, docs: Sequence[Doc], responses: Sequence[str], judge: Judge | None = None
+    task: Task,
+    docs: Sequence[Doc],
+    responses: Sequence[str],
+    requests: Mapping[str, Request],
+    judge: Judge | None = None,
 ) -> tuple[dict[str, Any], list[dict]]:
-    """Our result keys (`metric,filter` -> value) and scored samples for docs answered with
-    `responses`: each cut at the task's stop strings, as our backends return it, then scored
-    (through `judge`'s verdicts when the task needs a judge and one is given)."""
+    """Our result keys (`metric,filter` -> value) and scored samples for docs (with their `requests`
+    by doc id) answered with `responses`: each cut at the task's stop strings, as our backends return
+    it, then scored (through `judge`'s verdicts when the task needs a judge and one is given)."""
+    stops = task.config.generation.stop
     samples = []
     for doc, text in zip(docs, responses, strict=True):
-        stops = task.config.generation.stop
         cut = cut_at_stop(text, stops) if stops else None
         response = Response(f"{task.name}/{doc.id}", text=text if cut is None else cut)
-        samples.append({"doc_id": doc.id, **_score(task, doc, response, judge)})
+        samples.append({"doc_id": doc.id, **_score(task, doc, requests[doc.id], response, judge)})
     results = aggregate(task, samples, bootstrap_iters=0)
     return {k: v for k, v in results.items() if "," in k and "_stderr," not in k}, samples
 
 
-def _score(task: Task, doc: Doc, response: Response, judge: Judge | None) -> dict[str, Any]:
+def _score(task: Task, doc: Doc, request: Request, response: Response, judge: Judge | None) -> dict[str, Any]:
     """One doc's sample fields as a run scores them: by the rules, or with a judge through its
     verdicts on the judgments the doc needs."""
     if judge is None or not needs_judge(task):
         return task.score(doc, response)
-    calls = judge_calls(task, doc, task.request(doc, seed=0), response)
+    calls = judge_calls(task, doc, request, response)
     verdicts = judge.ask(calls)
     return judged_score(task, doc, response, {use: [v] for (use, _, _), v in zip(calls, verdicts, strict=True)})
 
@@ -209,7 +215,7 @@ def _compare(
     reported: set[str],
     check_keys: bool,
 ) -> list[Mismatch]:
-    ours, samples = ours_results(sides.task, docs, texts, sides.judge)
+    ours, samples = ours_results(sides.task, docs, texts, sides.requests, sides.judge)
     theirs = peer_results(sides.peer, peer_docs, texts)
     ids = tuple(d.id for d in docs)
     out = []
