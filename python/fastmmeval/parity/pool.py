@@ -28,7 +28,7 @@ def _choice_pool(task: Task, doc: Doc, options: list[str]) -> list[str]:
         f"Looking at the image carefully, the correct option is {right} because it matches what is shown.",
         f"{right}\n\nExplanation: the other options, such as {wrong}, do not fit.",
         f"I think it is {wrong}.\n\nOn second thought the answer is {right}.",
-        wrong, wrong_text, f"({wrong}) {wrong_text}", "\uff21" if right == "A" else chr(0xFF21 + LETTERS.index(right)),
+        wrong, wrong_text, f"({wrong}) {wrong_text}", chr(0xFF21 + LETTERS.index(right)),  # its full-width letter
         f"答案是{right}", f"**{right}**", *REFUSALS,
     ]  # fmt: skip
 
