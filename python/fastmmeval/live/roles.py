@@ -1,0 +1,120 @@
+"""The pipeline's roles (extractor, generator, checker, finalizer, scorer): each a registered model
+backend with its arguments and decoding settings. A role's answers are cached in the stage cache under
+(stage, prompt id and hash, the role's fingerprint, the input hashes), so a rerun asks nothing twice;
+failures are returned, never cached, never turned into text."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+from fastmmeval.live.prompts import Prompt
+from fastmmeval.live.store import StageCache, content_key
+from fastmmeval.models.base import MODELS, Model, failure_reason, parse_args
+from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
+
+ROLE_NAMES = ("extractor", "generator", "checker", "finalizer", "scorer")
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """Which backend plays a role, with what `--model_args` and how it decodes."""
+
+    role: str
+    model: str
+    args: dict[str, str] = field(default_factory=dict)
+    max_new_tokens: int = 4096
+    temperature: float = 0.0
+
+    def settings(self) -> GenerationSettings:
+        """The role's decoding settings."""
+        return GenerationSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=0)
+
+
+@dataclass
+class Reply:
+    """A role's answer to one call: its text, or why there is none; `cached` when no call was made."""
+
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class Role:
+    """One role of the pipeline, asked from any number of threads. API backends take the calls
+    concurrently (their adaptive limit holds across threads); a local backend takes one at a time."""
+
+    def __init__(self, spec: RoleSpec, model: Model) -> None:
+        self.spec = spec
+        self.model = model
+        self.counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+        from fastmmeval.models.api.client import ApiModel
+
+        self._serial = nullcontext() if isinstance(model, ApiModel) else threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The model's name as recorded in the dataset (e.g. `data_generator`): backend and its model."""
+        named = self.spec.args.get("model") or self.spec.args.get("pretrained")
+        return f"{self.spec.model}:{named}" if named else self.spec.model
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this role's answers: the backend's fingerprint and the decoding settings."""
+        return {"model": self.spec.model, "backend": self.model.fingerprint(), "settings": vars(self.spec.settings())}
+
+    def ask(self, stage: str, prompt: Prompt, values: dict[str, Any], images: Sequence[bytes],
+            cache: StageCache, inputs: Sequence[str]) -> Reply:
+        """The role's reply to `prompt` rendered with `values`, shown the PNG/JPEG `images` first;
+        `inputs` are the hashes of what the prompt was built from (they key the cache with the rest)."""
+        key = content_key("role", stage, prompt.id, prompt.sha256, self.fingerprint(), list(inputs))
+        hit = cache.get(key)
+        if hit is not None:
+            self._count(cached=1)
+            return Reply(hit["text"], cached=True, usage=hit.get("usage", {}))
+        parts = [ImagePart(_decode(data), ref=f"{stage}:{i}") for i, data in enumerate(images)]
+        parts.append(TextPart(prompt.render(**values)))
+        messages = (*([Message("system", (TextPart(prompt.system),))] if prompt.system else []), Message("user", tuple(parts)))
+        request = Request(f"live:{stage}:{key[:16]}", "generate", messages, self.spec.settings())
+        try:
+            with self._serial:
+                response = self.model.generate([request])[0]
+        except Exception as e:  # one failed call fails its page or item, not the build
+            self._count(calls=1, failed=1)
+            return Reply(None, error=failure_reason(f"{self.spec.role} ({self.spec.model})", e))
+        self._count(calls=1, **{k: v for k, v in response.usage.items() if isinstance(v, int)})
+        if response.error is not None or response.text is None:
+            self._count(failed=1)
+            return Reply(None, error=f"{self.spec.role} ({self.spec.model}): {response.error or 'empty reply'}")
+        cache.put(key, stage, {"text": response.text, "usage": response.usage})
+        return Reply(response.text, usage=response.usage)
+
+    def _count(self, **amounts: int) -> None:
+        with self._counts_lock:
+            self.counts.update(amounts)
+
+
+def _decode(data: bytes) -> Image.Image:
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB")
+
+
+def build_roles(specs: Sequence[RoleSpec]) -> dict[str, Role]:
+    """A Role per spec; roles played by the same backend with the same arguments share one model."""
+    models: dict[str, Model] = {}
+    roles = {}
+    for spec in specs:
+        kind = MODELS.get(spec.model)
+        key = content_key(spec.model, spec.args)
+        if key not in models:
+            models[key] = kind(parse_args(kind.Args, spec.args, where=f"--{spec.role} model args ({spec.model})"))
+        roles[spec.role] = Role(spec, models[key])
+    return roles
