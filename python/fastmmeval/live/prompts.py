@@ -17,6 +17,9 @@ import yaml
 from fastmmeval.errors import ConfigError
 from fastmmeval.live.store import sha256_hex
 
+# Every prompt the pipeline's roles are asked, in the order a page meets them.
+PROMPT_NAMES = ("extract_text", "extract_images", "extract_news", "generate", "check", "finalize", "score")
+
 
 @dataclass(frozen=True)
 class Prompt:
