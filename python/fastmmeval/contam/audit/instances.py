@@ -52,6 +52,12 @@ def _read_doc(task: Task, image_tokenizer: Any, ref: Any) -> tuple[str | None, s
     return None, question, [image_tokenizer.prepare(p.image) for p in parts if isinstance(p, ImagePart)]
 
 
+def text_instance(task: str, doc_id: str, question: str, text_tokenizer: Any, n: int) -> Instance:
+    """An instance of question text alone: its tokens, their spans and its n-gram windows."""
+    ids, spans = text_tokenizer.encode_spans(question)
+    return Instance(task, doc_id, question, ids, spans, _window_hashes(ids, n, TEXT_SEED))
+
+
 def read_instances(
     task: Task, text_tokenizer: Any, image_tokenizer: Any, n: int, limit: int | None = None, progress: bool = True
 ) -> list[Instance]:
@@ -81,14 +87,11 @@ def read_instances(
         for ref, (error, question, images) in tqdm(
             zip(refs, docs, strict=True), total=len(refs), desc=f"read {task.name}", unit="doc", disable=not progress
         ):
-            inst = Instance(task.name, ref.id)
-            out.append(inst)
             if error is not None:
-                inst.error = error
+                out.append(Instance(task.name, ref.id, error=error))
                 continue
-            inst.question = question
-            inst.text_ids, inst.text_spans = text_tokenizer.encode_spans(question)
-            inst.text_hashes = _window_hashes(inst.text_ids, n, TEXT_SEED)
+            inst = text_instance(task.name, ref.id, question, text_tokenizer, n)
+            out.append(inst)
             if image_tokenizer is not None:
                 pending.append((inst, images))
                 if sum(len(ims) for _, ims in pending) >= IMAGE_BATCH:

@@ -36,6 +36,31 @@ def _minhash(shingle_hashes: np.ndarray) -> MinHash:
     return m
 
 
+class MinHashIndex:
+    """Shingle sets by key in a MinHash LSH: `query` finds the keys whose estimated Jaccard similarity to a
+    set reaches the threshold."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+        self._hashes: dict[str, MinHash] = {}
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def add(self, key: str, shingle_hashes: np.ndarray) -> None:
+        """Index the set under `key` (a new key)."""
+        m = _minhash(shingle_hashes)
+        self._lsh.insert(key, m)
+        self._hashes[key] = m
+
+    def query(self, shingle_hashes: np.ndarray) -> list[tuple[str, float]]:
+        """(key, estimated Jaccard) of every indexed set at or above the threshold, best first (ties by key)."""
+        m = _minhash(shingle_hashes)
+        found = [(key, float(self._hashes[key].jaccard(m))) for key in self._lsh.query(m)]
+        return sorted(((k, s) for k, s in found if s >= self.threshold), key=lambda p: (-p[1], p[0]))
+
+
 @dataclass
 class NearDupFinder:
     """Finds, for each benchmark question, training documents whose bigram sets are near-duplicates.
@@ -48,8 +73,7 @@ class NearDupFinder:
     matches: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._lsh = MinHashLSH(threshold=self.threshold, num_perm=NUM_PERM)
-        self._hashes: dict[str, MinHash] = {}
+        self._index = MinHashIndex(self.threshold)
         self._min_size = 0
         self._vocab = np.zeros(0, np.uint64)
         self.docs_hashed = 0
@@ -59,16 +83,14 @@ class NearDupFinder:
         sets = {key: shingles(tokens) for key, tokens in questions}
         sets = {key: s for key, s in sets.items() if len(s)}
         for key, s in sets.items():
-            m = _minhash(s)
-            self._lsh.insert(key, m)
-            self._hashes[key] = m
+            self._index.add(key, s)
         if sets:
             self._min_size = min(len(s) for s in sets.values())
             self._vocab = np.unique(np.concatenate([*sets.values(), self._vocab]))
 
     def feed(self, block: TokenBlock) -> None:
         """Look up every document of a text block that could be a near-duplicate of some question."""
-        if block.seed != TEXT_SEED or not self._hashes or not len(block.tokens):
+        if block.seed != TEXT_SEED or not self._index or not len(block.tokens):
             return
         tokens = np.asarray(block.tokens, dtype=np.uint32)
         offsets = np.asarray(block.doc_offsets, dtype=np.int64)
@@ -83,12 +105,9 @@ class NearDupFinder:
         need = max(1, int(np.ceil(self.threshold * self._min_size)))
         starts = np.concatenate([[0], np.cumsum(per_doc)])
         for d in np.flatnonzero(shared >= need):
-            m = _minhash(np.unique(hashes[starts[d] : starts[d + 1]]))
             self.docs_hashed += 1
-            for key in self._lsh.query(m):
-                score = float(self._hashes[key].jaccard(m))
-                if score >= self.threshold:
-                    self._record(key, str(block.ids[int(d)]), score)
+            for key, score in self._index.query(np.unique(hashes[starts[d] : starts[d + 1]])):
+                self._record(key, str(block.ids[int(d)]), score)
 
     def _record(self, key: str, training_id: str, score: float) -> None:
         found = self.matches.setdefault(key, [])

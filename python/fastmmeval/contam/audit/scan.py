@@ -18,13 +18,13 @@ shard), and near-duplicate questions are found in the same pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fastmmeval.contam.audit.instances import read_instances
+from fastmmeval.contam.audit.instances import Instance, read_instances
 from fastmmeval.contam.audit.near_dup import NearDupFinder
 from fastmmeval.contam.audit.scoring import score_instance, summarize_task
 from fastmmeval.contam.ngram.image_cache import with_image_cache
@@ -81,11 +81,23 @@ def scan(
     Returns {"tasks": {name: summary with "instances"}, "corpus": {...}}."""
     if index is None and not corpus:
         raise ConfigError("contam scan needs an index (--index) or a corpus to stream (--corpus)")
-    settings = options.settings
     instances = {
-        t.name: read_instances(t, text_tokenizer, image_tokenizer, settings.n, options.limit, options.progress)
+        t.name: read_instances(t, text_tokenizer, image_tokenizer, options.settings.n, options.limit, options.progress)
         for t in tasks
     }
+    return scan_instances(instances, image_tokenizer, options, index, corpus)
+
+
+def scan_instances(
+    instances: Mapping[str, list[Instance]],
+    image_tokenizer: Any,
+    options: ScanOptions,
+    index: Any = None,
+    corpus: Sequence[ShardSource] | None = None,
+) -> dict[str, Any]:
+    """`scan` of instances already read (by task name), e.g. questions that are no task's docs
+    (`text_instance`); the report has the same form."""
+    settings = options.settings
     every = [i for insts in instances.values() for i in insts if i.error is None]
     image_parts = [h for i in every for h in i.image_hashes]
     parts = [i.text_hashes for i in every] + image_parts
