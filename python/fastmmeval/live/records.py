@@ -43,7 +43,8 @@ class Capture(_Record):
     """One capture of a source: the screenshots (sha256 of PNG blobs, in page order), their perceptual
     hashes, the page text and HTML (sha256 of `.txt` / `.html` blobs), where the browser ended up, the
     HTTP status and the UTC time. A failed capture has `error` and no screens; `unchanged` when its
-    perceptual hashes equal the source's previous capture (nothing new to ask about)."""
+    perceptual hashes equal the source's previous capture (nothing new to ask about); `blocked` names
+    the hosts off the allowlist whose requests the browser refused."""
 
     source: dict[str, Any]
     mode: str
@@ -58,6 +59,7 @@ class Capture(_Record):
     html_sha: str = ""
     error: str | None = None
     unchanged: bool = False
+    blocked: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
