@@ -8,7 +8,7 @@ import random
 
 from PIL import Image, ImageDraw
 
-from fastmmeval.live.records import Capture, Draft, Item, Score, Source
+from fastmmeval.live.records import SUBTASKS, Capture, Draft, Item, Score, Source
 from fastmmeval.live.store import Blobs, content_key
 
 NEWS = Source("Example News", "http://127.0.0.1:8123/news", "news", "en")
@@ -34,7 +34,7 @@ def capture(blobs: Blobs, source: Source = NEWS, headline: str = "Markets rally"
         source=source.record(),
         mode="single_screen" if screens == 1 else "rolling_screen",
         url=source.url,
-        final_url=source.url + "/",
+        final_url=source.url,
         status=200,
         captured_at="2025-01-15 08:30:00",
         screens=shas,
@@ -65,3 +65,13 @@ def question(seed: int, words: int = 14) -> str:
     """A question of distinct made-up words (two such share no word bigram, so are never near-duplicates)."""
     rng = random.Random(seed)
     return "What does the page say about " + " ".join(f"w{rng.randrange(10**9)}" for _ in range(words)) + "?"
+
+
+def month_items(blobs: Blobs) -> list[Item]:
+    """Nine items from two pages (one in Japanese with two screens), scored 10, 9.5 or 9, and one more that
+    scores 3."""
+    news = capture(blobs, headline="Markets rally")
+    forum = capture(blobs, Source("掲示板", "http://127.0.0.1:8124/", "forum", "ja"), "今日の話題", screens=2)
+    items = [item(news if k % 2 else forum, k, SUBTASKS[k % 4], question(k), scores=(5, 3, 2 - 0.5 * (k % 3)))
+             for k in range(8)]  # fmt: skip
+    return [*items, item(news, 8, SUBTASKS[0], question(8), scores=(1, 1, 1), reason="Not about the page.")]
