@@ -91,6 +91,7 @@ def listing_key(item: Item) -> tuple[int, float, str]:
 
 def _contaminated(items: Sequence[Item], index_path: Path) -> dict[str, str]:
     """Item id -> the question text the index has seen, for every item whose question it flags."""
+    # The scan brings in the tasks package: imported only when there is an index to scan against.
     from fastmmeval.contam.audit.instances import text_instance
     from fastmmeval.contam.audit.scan import ScanOptions, scan_instances
     from fastmmeval.contam.ngram.index import NgramIndex
