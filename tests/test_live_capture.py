@@ -68,10 +68,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Work]:
 @pytest.fixture(scope="module")
 def month(sites: SiteServer, work: Work) -> dict[str, Capture]:
     """Every fixture page captured once (single screen), by source name."""
-    seen: list[tuple[int, int]] = []
-    captures = work.capture(sites.sources, progress=lambda done, total: seen.append((done, total)))
+    seen: list[tuple[int, Capture]] = []
+    captures = work.capture(sites.sources, done=lambda i, capture: seen.append((i, capture)))
     assert [c.source["name"] for c in captures] == [s.name for s in sites.sources]
-    assert seen[-1] == (len(sites.sources), len(sites.sources))
+    assert sorted(seen, key=lambda s: s[0]) == list(enumerate(captures))  # each one as soon as it was ready
     return {c.source["name"]: c for c in captures}
 
 

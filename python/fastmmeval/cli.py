@@ -31,6 +31,7 @@ FLOWS: dict[str, str] = {
     "contam": "fastmmeval.contam.cli",
     "serve": "fastmmeval.serve.cli",
     "judge": "fastmmeval.judge.cli",
+    "live": "fastmmeval.live.cli",
 }
 SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task

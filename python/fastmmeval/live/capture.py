@@ -82,36 +82,34 @@ def capture_pages(
     month: str,
     previous: Mapping[str, Capture] | None = None,
     allow: Iterable[str] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    done: Callable[[int, Capture], None] | None = None,
 ) -> list[Capture]:
     """One Capture per source, in source order, failed pages included (with `error` set). `previous`
     maps a source URL to its capture of an earlier month: a page that looks the same is `unchanged`.
-    `allow` is the allowlist (default: the sources' own hosts). Each capture is cached as it finishes;
-    one that timed out or hit a browser error is not, so a rerun tries it again."""
+    `allow` is the allowlist (default: the sources' own hosts). `done(i, capture)` is called as each
+    source's capture is ready (cached ones first), from the calling thread, so later stages can start on
+    a page while others are still loading. Each capture is cached as it finishes; one that timed out or
+    hit a browser error is not, so a rerun tries it again."""
     allowed = allowed_hosts(sources) if allow is None else frozenset(allow)
     keys = [content_key("capture", month, s.url, settings.fingerprint()) for s in sources]
     captures: dict[int, Capture] = {}
-    for i, key in enumerate(keys):
-        hit = cache.get(key)
-        if hit is not None:
-            captures[i] = Capture.from_record(hit)
-    todo = [i for i in range(len(sources)) if i not in captures]
-    if progress:
-        progress(len(captures), len(sources))
 
     def finished(i: int, capture: Capture, lasting: bool) -> None:
         if lasting:
             cache.put(keys[i], "capture", capture.record())
+        capture.unchanged = same_page(capture, (previous or {}).get(capture.url))
         captures[i] = capture
-        if progress:
-            progress(len(captures), len(sources))
+        if done:
+            done(i, capture)
 
+    for i, key in enumerate(keys):
+        hit = cache.get(key)
+        if hit is not None:
+            finished(i, Capture.from_record(hit), lasting=False)
+    todo = [i for i in range(len(sources)) if i not in captures]
     if todo:
         asyncio.run(_capture_all([(i, sources[i]) for i in todo], settings, blobs, allowed, finished))
-    result = [captures[i] for i in range(len(sources))]
-    for capture in result:
-        capture.unchanged = same_page(capture, (previous or {}).get(capture.url))
-    return result
+    return [captures[i] for i in range(len(sources))]
 
 
 def same_page(capture: Capture, earlier: Capture | None) -> bool:

@@ -82,7 +82,8 @@ class Role:
             return Reply(hit["text"], cached=True, usage=hit.get("usage", {}))
         parts = [ImagePart(_decode(data), ref=f"{stage}:{i}") for i, data in enumerate(images)]
         parts.append(TextPart(prompt.render(**values)))
-        messages = (*([Message("system", (TextPart(prompt.system),))] if prompt.system else []), Message("user", tuple(parts)))
+        system = [Message("system", (TextPart(prompt.system),))] if prompt.system else []
+        messages = (*system, Message("user", tuple(parts)))
         request = Request(f"live:{stage}:{key[:16]}", "generate", messages, self.spec.settings())
         try:
             with self._serial:

@@ -65,7 +65,8 @@ class StageCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL, at REAL)"
+            "CREATE TABLE IF NOT EXISTS results"
+            " (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL, at REAL)"
         )
         self._db.commit()
 
