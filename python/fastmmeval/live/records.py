@@ -61,6 +61,9 @@ class Capture(_Record):
     unchanged: bool = False
     blocked: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.source = Source.from_record(self.source).record()  # one key order, fresh or read back
+
     @property
     def key(self) -> str:
         """What identifies this capture's content (its screenshots and text), for the stages' cache keys."""
