@@ -10,12 +10,14 @@ import krippendorff
 import pytest
 from judge_fixtures import CALLS, reset  # also registers the scripted judge
 from sklearn.metrics import cohen_kappa_score
+from task_fixtures import photo
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.judge import (
     PROMPTS,
     Judge,
     JudgeInput,
+    JudgePrompt,
     JudgeSpec,
     JudgmentError,
     cohen_kappa,
@@ -24,6 +26,7 @@ from fastmmeval.judge import (
     parse_object,
     rating,
 )
+from fastmmeval.protocol import ImagePart, Request, Response, TextPart
 
 
 @pytest.mark.parametrize(
@@ -87,6 +90,29 @@ def test_a_judge_turns_backend_failures_and_unreadable_replies_into_recorded_err
     assert "scripted judge failure" in verdicts[1].error
     assert verdicts[2].raw == "I would rather not grade this one." and "no JSON object" in verdicts[2].error
     assert CALLS["scripted_judge:judge"] == 3
+
+
+def test_a_prompt_that_shows_the_images_sends_them_first_and_the_others_send_text_only() -> None:
+    """The doc's images reach the judge only through a prompt with `images` (as LiveBench's), ahead of its
+    text in the one user message; a text prompt's request carries none."""
+    sent: list[Request] = []
+
+    class Recorder:
+        def generate(self, requests: list[Request]) -> list[Response]:
+            sent.extend(requests)
+            return [Response(r.id, text='{"score": 10}') for r in requests]
+
+    shots = (photo(0, 32), photo(1, 24))
+    case = JudgeInput("What does the page say?", "Hello", ["Hello"], "10 points for Hello.", images=shots)
+    text_only = PROMPTS.get("judge_score")
+    shown = JudgePrompt("shown", 1, "", "[Question]\n{question}\n[Answer]\n{answer}", text_only.read, "interval", float,
+                        images=True)  # fmt: skip
+    verdicts = Judge(JudgeSpec("j", "scripted_judge"), Recorder()).ask([("a", shown, case), ("b", text_only, case)])
+    assert [v.value for v in verdicts] == [10.0, 10.0]
+    [with_images], [without] = sent[0].messages, [m for m in sent[1].messages if m.role == "user"]
+    assert [type(p) for p in with_images.content] == [ImagePart, ImagePart, TextPart]
+    assert with_images.images == list(shots) and with_images.content[-1].text == shown.render(case)
+    assert without.images == [] and sent[1].images == []
 
 
 def test_judges_come_from_flags_or_a_config_file(tmp_path) -> None:

@@ -12,7 +12,7 @@ from fastmmeval.errors import ConfigError
 from fastmmeval.judge.parse import JudgmentError
 from fastmmeval.judge.prompts import PROMPTS, JudgeInput, JudgePrompt
 from fastmmeval.models.base import MODELS, Model, failure_reason, parse_args, parse_model_args
-from fastmmeval.protocol import GenerationSettings, Message, Request, TextPart
+from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
 JUDGE_SETTINGS = GenerationSettings(max_new_tokens=512, temperature=0.0, seed=0)
 
@@ -114,8 +114,7 @@ class Judge:
             Request(
                 f"judge:{self.name}:{rid}",
                 "generate",
-                (*([Message("system", (TextPart(p.system),))] if p.system else []),
-                 Message("user", (TextPart(p.render(case)),))),
+                (*([Message("system", (TextPart(p.system),))] if p.system else []), _user_turn(p, case)),
                 JUDGE_SETTINGS,
             )
             for rid, p, case in calls
@@ -137,3 +136,9 @@ class Judge:
                     verdict.error = f"judge '{self.name}': {e}"
             out.append(verdict)
         return out
+
+
+def _user_turn(prompt: JudgePrompt, case: JudgeInput) -> Message:
+    """The judge's user message: the doc's images first where the prompt shows them, then its text."""
+    images = tuple(ImagePart(image) for image in case.images) if prompt.images else ()
+    return Message("user", (*images, TextPart(prompt.render(case))))

@@ -41,6 +41,7 @@ def judge_calls(task: Task, doc: Doc, request: Request, response: Response) -> l
         criteria=str(doc.fields.get("criteria") or ""),
         options=task.options(doc),
         context=str(doc.fields.get("judge_context") or ""),
+        images=tuple(request.images),
     )
     uses = [(m.name, PROMPTS.get(m.judge)) for m in task.metrics if m.judge]
     assisted = JUDGE_ASSISTED.get(task.config.extractor or "")

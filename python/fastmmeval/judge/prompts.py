@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from PIL import Image
+
 from fastmmeval.extract.rules import LETTERS
 from fastmmeval.judge.parse import JudgmentError, parse_object, rating
 from fastmmeval.registry import Registry
@@ -22,8 +24,9 @@ class JudgeInput:
     sets one, e.g. the bare question without the model's instructions; else the prompt text), the
     model's answer, the reference answers (the doc's `judge_reference` field when set, else the
     task's targets), the per-item criteria (may be empty), the options
-    (multiple choice) and what the judge is told about the image (the doc's `judge_context` field,
-    e.g. LLaVA-Bench's captions; may be empty)."""
+    (multiple choice), what the judge is told about the image (the doc's `judge_context` field,
+    e.g. LLaVA-Bench's captions; may be empty) and the doc's images as the model saw them (sent
+    only by a prompt that shows them)."""
 
     question: str
     answer: str
@@ -31,6 +34,7 @@ class JudgeInput:
     criteria: str = ""
     options: Sequence[str] = ()
     context: str = ""
+    images: Sequence[Image.Image] = ()
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ class JudgePrompt:
     {options}, {context}) and `read`, which turns the reply into the judgment's value or raises
     JudgmentError. `level` says how agreement between judges is measured: ratings are
     interval data (Krippendorff's alpha), labels nominal (Cohen's kappa). An empty `system`
-    sends the user message alone (as a benchmark's own judge prompt may be)."""
+    sends the user message alone (as a benchmark's own judge prompt may be). With `images` the
+    judge sees the doc's images too, first in its user message (part of the prompt: changing it
+    means a new version)."""
 
     name: str
     version: int
@@ -48,6 +54,7 @@ class JudgePrompt:
     read: Callable[[str, JudgeInput], Any]
     level: Literal["interval", "nominal"]
     agreement_value: Callable[[Any], float | str]
+    images: bool = False
 
     @property
     def id(self) -> str:
@@ -55,7 +62,7 @@ class JudgePrompt:
         return f"{self.name}@{self.version}"
 
     def render(self, case: JudgeInput) -> str:
-        """The user message for one doc."""
+        """The text of the user message for one doc."""
         letters = LETTERS[: len(case.options)]
         return self.template.format(
             question=case.question.replace("<image>", "").strip(),
