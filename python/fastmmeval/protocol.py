@@ -81,6 +81,9 @@ class Request:
     `generate`: continue the chat after `messages` with an assistant turn.
     `loglikelihood`: score each of `continuations` as the start of the assistant turn after
     `messages` (the shared context is the same for all of them).
+    `json_schema`: the JSON schema (as JSON text) a generate request's reply must follow: the
+    `openai` backend sends it to the server; `models.structured.answer_structured` writes such a
+    reply with any backend.
     """
 
     id: str
@@ -88,6 +91,7 @@ class Request:
     messages: tuple[Message, ...]
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     continuations: tuple[str, ...] = ()
+    json_schema: str | None = None
 
     @property
     def images(self) -> list[Image.Image]:

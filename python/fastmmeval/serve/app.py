@@ -27,6 +27,7 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.models.base import Model
+from fastmmeval.models.structured import structured_rounds
 from fastmmeval.protocol import Request, Response
 from fastmmeval.serve import openai_format as fmt
 from fastmmeval.serve.batcher import Batcher, make_batcher
@@ -91,7 +92,7 @@ class Server:
         with self._inflight(http):
             request = await self._parse(http, lambda body: fmt.chat_request(
                 body, self.default_max_tokens, self.limits.max_image_pixels))
-            response = await self._answer(request)
+            response = await (self._answer_structured(request) if request.json_schema else self._answer(request))
             return web.json_response(fmt.chat_completion(request, response, self.served_name))
 
     async def loglikelihood(self, http: web.Request) -> web.Response:
@@ -158,15 +159,34 @@ class Server:
 
     async def _answer(self, request: Request) -> Response:
         """The model's Response to `request`, computed together with the other requests in flight."""
+        return _answered(await self._respond(request))
+
+    async def _answer_structured(self, request: Request) -> Response:
+        """The reply in `request`'s JSON schema (`models.structured`): each round's value requests are
+        answered together with the other requests in flight."""
+        rounds = structured_rounds(request)
+        responses: list[Response] | None = None
+        try:
+            while True:
+                responses = list(await asyncio.gather(*map(self._respond, rounds.send(responses))))
+        except StopIteration as done:
+            return _answered(done.value)
+
+    async def _respond(self, request: Request) -> Response:
+        """The model's Response to `request`, failed or not."""
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(self.pool, self.batcher.prepare, request)
         try:
-            response = await asyncio.wrap_future(self.batcher.submit(request, prepared))
+            return await asyncio.wrap_future(self.batcher.submit(request, prepared))
         except RuntimeError as e:
             raise fmt.RequestError(str(e), status=503, type_="server_error", code="shutting_down") from None
-        if response.error is not None:
-            raise fmt.RequestError(response.error, status=422, type_="invalid_request_error", code="model_failed")
-        return response
+
+
+def _answered(response: Response) -> Response:
+    """`response`, or the 422 its error makes."""
+    if response.error is not None:
+        raise fmt.RequestError(response.error, status=422, type_="invalid_request_error", code="model_failed")
+    return response
 
 
 class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -18,6 +18,7 @@ from PIL import Image
 
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.images import ImageRefused, open_image, to_rgb
+from fastmmeval.models.structured import SchemaError, check_schema
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Part, Request, Response, TextPart
 
 # OpenAI's "developer" role is its newer name for the system turn.
@@ -194,17 +195,13 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
 
 def chat_request(body: dict[str, Any], default_max_tokens: int, max_pixels: int | None) -> Request:
     """A `POST /v1/chat/completions` body as a generate Request (n=1, no streaming)."""
+    json_schema = _json_schema(body.get("response_format"))
     messages = parse_messages(body, max_pixels)
     if body.get("stream"):
         raise RequestError("streaming is not supported by this server", param="stream", code="unsupported")
     n = _optional_number(body, "n", int, 1)
     if n not in (None, 1):
         raise RequestError(f"only n=1 is supported, got n={n}", param="n", code="unsupported")
-    response_format = body.get("response_format")
-    if response_format is not None and (not isinstance(response_format, dict)
-                                        or response_format.get("type") not in RESPONSE_FORMATS):
-        raise RequestError(f"'response_format' type must be one of {', '.join(RESPONSE_FORMATS)}",
-                           param="response_format")
     # max_completion_tokens is OpenAI's newer name and wins; both are checked when both are sent.
     max_completion_tokens = _optional_number(body, "max_completion_tokens", int, 0)
     max_tokens = _optional_number(body, "max_tokens", int, 0)
@@ -220,7 +217,31 @@ def chat_request(body: dict[str, Any], default_max_tokens: int, max_pixels: int 
         stop=_stop(body),
         seed=0 if seed is None else seed,
     )
-    return Request(id=f"chatcmpl-{uuid.uuid4().hex}", kind="generate", messages=messages, generation=settings)
+    return Request(id=f"chatcmpl-{uuid.uuid4().hex}", kind="generate", messages=messages, generation=settings,
+                   json_schema=json_schema)
+
+
+def _json_schema(response_format: Any) -> str | None:
+    """The JSON schema (as JSON text) a `response_format` asks the reply to follow; None for text."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind not in RESPONSE_FORMATS:
+        raise RequestError(f"'response_format' type must be one of {', '.join(RESPONSE_FORMATS)}",
+                           param="response_format")
+    if kind == "text":
+        return None
+    spec = response_format.get("json_schema")
+    if kind == "json_object" or not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        raise RequestError("'response_format' needs a JSON schema: {\"type\": \"json_schema\", \"json_schema\": "
+                           "{\"name\": ..., \"schema\": {...}}} (this server writes JSON only in a given shape)",
+                           param="response_format")
+    try:
+        check_schema(spec["schema"])
+    except SchemaError as e:
+        raise RequestError(f"response_format.json_schema.schema: {e}", param="response_format",
+                           code="unsupported_schema") from None
+    return json.dumps(spec["schema"], ensure_ascii=False)
 
 
 def loglikelihood_request(body: dict[str, Any], max_pixels: int | None) -> Request:
@@ -243,8 +264,10 @@ def usage(response: Response) -> dict[str, int]:
 def chat_completion(request: Request, response: Response, model: str) -> dict[str, Any]:
     """The `chat.completion` object answering `request` with `response`'s text."""
     tokens = usage(response)
-    # "length" when the reply used its whole token allowance: decoding was cut, not ended.
-    finish = "length" if tokens["completion_tokens"] >= request.generation.max_new_tokens else "stop"
+    # "length" when the reply used its whole token allowance: decoding was cut, not ended. A reply in
+    # a JSON schema is written whole, its tokens those of all its values.
+    cut = request.json_schema is None and tokens["completion_tokens"] >= request.generation.max_new_tokens
+    finish = "length" if cut else "stop"
     return {
         "id": request.id,
         "object": "chat.completion",

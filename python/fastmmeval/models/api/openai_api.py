@@ -27,7 +27,8 @@ class OpenAIArgs(ApiArgs):
 
     base_url: the server's API root, ending in /v1.
     api_key_env: default OPENAI_API_KEY.
-    json_mode: ask for a JSON object (`response_format={"type": "json_object"}`).
+    json_mode: ask for a JSON object (`response_format={"type": "json_object"}`); a request with a
+        `json_schema` asks for that schema instead (`{"type": "json_schema", ...}`).
     seed: sent as `seed` (unset: the task's seed).
     """
 
@@ -72,7 +73,10 @@ class OpenAIChat(ApiModel):
             body["top_p"] = settings.top_p
         if settings.stop:
             body["stop"] = list(settings.stop[:4])  # OpenAI takes at most 4
-        if a.json_mode:
+        if request.json_schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "reply", "schema": json.loads(request.json_schema), "strict": False}}
+        elif a.json_mode:
             body["response_format"] = {"type": "json_object"}
         return body
 
