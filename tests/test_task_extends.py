@@ -97,3 +97,14 @@ def test_a_template_file_is_no_task_of_its_own_but_a_parent_by_file(tmp_path: Pa
     write(tmp_path, "_mine.yaml", "task: mine\nextends: _shared.yaml\n")
     with pytest.raises(ConfigError, match=r"_mine\.yaml:1: a `_\*\.yaml` file is a template, not a task"):
         Catalog([tmp_path])
+
+
+
+def test_a_template_is_a_parent_by_name_from_any_folder_the_first_folder_s_first(tmp_path: Path) -> None:
+    """As a month built with `fastmmeval live` extends LiveBench's built-in template from its own folder."""
+    write(tmp_path, "a/_shared.yaml", PARENT.replace("task: my_vqa\n", "", 1))
+    write(tmp_path, "b/_shared.yaml", PARENT.replace("task: my_vqa\n", "", 1).replace("[exact_match]", "[anls]"))
+    write(tmp_path, "b/child.yaml", "task: child\nextends: _shared\nsplit: val\n")
+    child = Catalog([tmp_path / "a", tmp_path / "b"]).tasks.get("child")
+    assert child.split == "val" and child.metrics == ("exact_match",)  # a's, the first folder's
+    assert child.dataset.base_dir == str(tmp_path / "a")  # its data files are found next to the template

@@ -13,7 +13,8 @@ from fastmmeval.tasks.inherit import EXTENDS, resolve_extends
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
-# A task file named `_*.yaml` is a template: not a task of its own, only a parent to `extends:` by file.
+# A task file named `_*.yaml` is a template: not a task of its own, only a parent to `extends:`, by file or by
+# name (its file's stem, e.g. `_live_bench`, from any folder: the first folder's, built-in first).
 TEMPLATE_PREFIX = "_"
 
 
@@ -24,6 +25,7 @@ class Catalog:
         self.tasks: Registry[TaskConfig] = Registry("task")
         self.groups: dict[str, list[str]] = {}
         files: list[tuple[Path, Path, LineDict]] = []  # (root folder, file, mapping as written)
+        templates: dict[str, tuple[Path, LineDict]] = {}  # by name: (file, mapping as written)
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
@@ -34,12 +36,15 @@ class Catalog:
                 elif "task" in data:  # a task file named like a template would be skipped without a word
                     raise ConfigError(f"{path}:{data.line_of('task')}: a `_*.yaml` file is a template, not a "
                                       "task: rename the file or drop `task:`")
+                else:
+                    templates.setdefault(path.stem, (path, data))
         written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
+        parents = {**templates, **written}
         subsets: list[tuple[Path, LineDict]] = []
         for root, path, data in files:
             if "subset_of" in data and EXTENDS in data:  # the parent's keys would be refused as if written there
                 raise ConfigError(f"{data.where(EXTENDS)}: a subset task file (subset_of) cannot use extends")
-            self._add_file(path, resolve_extends(path, data, root, written.get), subsets)
+            self._add_file(path, resolve_extends(path, data, root, parents.get), subsets)
         for path, data in subsets:  # after every folder, so a subset may name a task defined anywhere
             base = data["subset_of"]
             if not isinstance(base, str) or base not in self.tasks:
