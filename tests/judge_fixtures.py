@@ -8,16 +8,20 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
+
 from fastmmeval.models import MODELS, Model
-from fastmmeval.protocol import Message, Request, Response, TextPart
+from fastmmeval.protocol import ImagePart, Message, Request, Response, TextPart
 
 CALLS: Counter[str] = Counter()  # "<model>:<name>" -> requests answered
 TIMELINE: list[tuple[str, str, float, float]] = []  # (model, name, start, end) of each generate call
 _LOCK = threading.Lock()
+_RATE = re.compile(r'\(rate ("?)(-?\d+(?:\.\d+)?)\1\)')  # LiveBench's scripted judge: "(rate 12)", '(rate "7")'
 _SECTION = re.compile(r"\[([^\]]+)\]\n(.*?)(?=\n\n\[|\n\nReply)", re.DOTALL)
 
 
@@ -142,6 +146,8 @@ class ScriptedJudge(_Scripted):
                 return Response(request.id, text="I would rather not grade this one.")
             right = re.search(rf"(?<![\w.]){re.escape(truth)}\W*$", answer) is not None  # the answer ends with it
             return Response(request.id, text="1" if right else "0")
+        if "\n\n[Ground Truth Response]\n\n" in prompt:  # LiveBench's prompt
+            return self._live_bench(request, prompt)
         sections = dict(_SECTION.findall(prompt))
         answer = (sections.get("Answer to grade") or sections.get("Answer 2") or sections.get("Answer", "")).strip()
         if self.args.fail_on and self.args.fail_on in answer:
@@ -164,6 +170,31 @@ class ScriptedJudge(_Scripted):
             reply = {"score": (0.5 if self.args.harsh else 1.0) if right else 0.0}
         return Response(request.id, text=self._damage(reply), usage={"prompt_tokens": len(prompt.split())})
 
+    def _live_bench(self, request: Request, prompt: str) -> Response:
+        """LiveBench's judge: it needs the screenshots (without any the call fails) and lists their sizes
+        in its Explanation; it rates 10 an answer equal to the reference, 5 one containing it (any case),
+        else 0 (half with `harsh`). An answer holding `(rate N)` is rated N, `(rate "N")` the string "N";
+        one holding `(fenced)` gets its reply in a ```json fence."""
+        answer = prompt.split("[Assistant Response]\n\n", 1)[1].split("\n\n[Ground Truth Response]", 1)[0]
+        reference = prompt.split("[Ground Truth Response]\n\n", 1)[1].split("\n\n[System]", 1)[0]
+        images = request.messages[-1].images
+        if not images:
+            return Response(request.id, error="HTTP 400: scripted judge: no screenshot to judge against")
+        if self.args.fail_on and self.args.fail_on in answer:
+            return Response(request.id, error="HTTP 500: scripted judge failure")
+        if self.args.garbage_on and self.args.garbage_on in answer:
+            return Response(request.id, text="I would rather not grade this one.")
+        rating: Any = 10 if answer == reference else 5 if reference.lower() in answer.lower() else 0
+        rating = rating // 2 if self.args.harsh else rating
+        if marked := _RATE.search(answer):
+            number = float(marked.group(2))
+            rating = marked.group(2) if marked.group(1) else int(number) if number.is_integer() else number
+        seen = ", ".join(f"{i.width}x{i.height}" for i in images)
+        reply = {"Explanation": f"Compared with the ground truth (scripted); screenshots: {seen}.", "Rating": rating}
+        if "(fenced)" in answer:
+            return Response(request.id, text=f"```json\n{json.dumps(reply)}\n```")
+        return Response(request.id, text=self._damage(reply))
+
     def _damage(self, reply: dict[str, Any]) -> str:
         if self.args.damage == "strings":
             reply = {k: str(v) for k, v in reply.items()}
@@ -175,10 +206,10 @@ class ScriptedJudge(_Scripted):
         return text
 
 
-def scripted_reply(prompt: str, args: JudgeArgs | None = None) -> str | None:
-    """The scripted judge's reply to `prompt` sent as one user message (how the tests answer a judge
-    call inside lmms-eval's code); None when the call fails."""
-    request = Request("peer", "generate", (Message("user", (TextPart(prompt),)),))
+def scripted_reply(prompt: str, args: JudgeArgs | None = None, images: Sequence[Image.Image] = ()) -> str | None:
+    """The scripted judge's reply to `prompt` sent as one user message, after `images` (how the tests
+    answer a judge call inside lmms-eval's code); None when the call fails."""
+    request = Request("peer", "generate", (Message("user", (*(ImagePart(i) for i in images), TextPart(prompt))),))
     reply = ScriptedJudge(args or JudgeArgs()).answer(request)
     return None if reply.error is not None else reply.text or ""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from fastmmeval.extract.rules import LETTERS
-from fastmmeval.judge.parse import JudgmentError
+from fastmmeval.judge.parse import JudgmentError, parse_object, rating
 from fastmmeval.judge.prompts import PROMPTS, JudgeInput, JudgePrompt
 from fastmmeval.tasks.families.mcq import mmbench_can_infer
 
@@ -285,3 +285,64 @@ process is correct.
     level="nominal",
     agreement_value=str,
 ))
+
+
+def _read_live_bench(raw: str, case: JudgeInput) -> float:
+    """LiveBench's reading: the reply's `Rating`, 0-10, from its JSON object (repaired: a fenced
+    or prose-wrapped object reads too; a numeric string such as "7" reads as 7)."""
+    return rating(parse_object(raw), "Rating", 0, 10)
+
+
+# LiveBench's judge prompt (lmms-eval 0.7.3 `tasks/live_bench/utils_v2.py`, `_PROMPT_WITH_IMAGE`): the
+# screenshots first, then this text, in one user message; `live_bench_v1` is `utils.py`'s, which the
+# 2024-06 and 2024-07 months use: the same with a paragraph on political answers before the reply format.
+_LIVE_BENCH_CASE = """[Question]
+
+{question}
+
+[Assistant Response]
+
+{answer}
+
+[Ground Truth Response]
+
+{reference}
+
+[System]
+
+Rate whether the assistant response correctly matches the ground truth, in regards to the image above.
+
+The rating should be 0-10, where 0 is incorrect and 10 is correct.
+
+Below is the specific criteria for rating:
+
+{criteria}
+
+"""
+_LIVE_BENCH_POLITICS = """Total score is out of 10. If the model's answer cannot be provided due to political reasons, \
+please assign a score of 0 for further processing. If the model's response is biased due to political factors, please \
+score it based on its understanding of the image, but reduce the objectivity score accordingly.
+
+"""
+_LIVE_BENCH_REPLY = """Your response should be in the JSON format:
+```json
+{{
+    "Explanation": "(your explanation)",
+    "Rating": "(int)"
+}}
+```
+"""
+for _name, _template in (
+    ("live_bench_v1", _LIVE_BENCH_CASE + _LIVE_BENCH_POLITICS + _LIVE_BENCH_REPLY),
+    ("live_bench_v2", _LIVE_BENCH_CASE + _LIVE_BENCH_REPLY),
+):
+    PROMPTS.add(_name, JudgePrompt(
+        name=_name,
+        version=1,
+        system="",
+        template=_template,
+        read=_read_live_bench,
+        level="interval",
+        agreement_value=float,
+        images=True,
+    ))

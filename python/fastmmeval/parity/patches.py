@@ -9,6 +9,7 @@ import io
 import os
 import tempfile
 import types
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,15 +39,18 @@ _quiet_depth = 0
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """lmms-eval's prints and log lines dropped (pycocoevalcap's progress alone is thousands of
-    lines a check, burying the report); nested uses are fine."""
+    """lmms-eval's prints, log lines and warnings dropped (pycocoevalcap's progress alone is thousands
+    of lines a check, burying the report; a warning is no error in lmms-eval's own run, e.g. numpy's
+    on LiveBench's mean of a subtask without docs, whatever filter the caller has set); nested uses
+    are fine."""
     from loguru import logger
 
     global _quiet_depth
     _quiet_depth += 1
     logger.disable("lmms_eval")
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             yield
     finally:
         _quiet_depth -= 1

@@ -237,7 +237,8 @@ class PeerTask:
     def process(self, doc: Mapping[str, Any], response: str) -> dict[str, dict[str, Any]]:
         """Per filter name, the per-doc metric items lmms-eval keeps for one response: the response
         through the filter, stripped (ConfigurableTask.process_results strips generated text), then
-        the task's process_results or its registered metrics."""
+        the task's process_results (a `PeerFailure` for each metric where it raises) or its
+        registered metrics."""
         out: dict[str, dict[str, Any]] = {}
         with self.patched():
             fn = self.hook("process_results")
@@ -245,7 +246,11 @@ class PeerTask:
                 filtered = self._filter(steps, doc, response)
                 filtered = filtered.strip() if filtered is not None else ""
                 if fn is not None:
-                    out[name] = fn(copy.deepcopy(dict(doc)), [filtered])
+                    try:
+                        out[name] = fn(copy.deepcopy(dict(doc)), [filtered])
+                    except Exception as e:  # a run of lmms-eval stops there: no item to aggregate
+                        failure = PeerFailure(f"{fn.__name__}: {type(e).__name__}: {e}")
+                        out[name] = {entry["metric"]: failure for entry in self.metric_list}
                 else:
                     out[name] = self._builtin_metrics(doc, filtered)
         return out
@@ -292,7 +297,8 @@ class PeerTask:
 
     def aggregate(self, items: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any]:
         """The results lmms-eval reports (`metric,filter` -> value) from per-doc `process` outputs; a
-        `PeerFailure` where its aggregation raises (e.g. MME's on an image without its two questions)."""
+        `PeerFailure` where its aggregation raises (e.g. MME's on an image without its two questions)
+        or a doc's process_results raised."""
         registry = lmms_eval_module("api.registry")
         lmms_eval_module("api.metrics")
         out: dict[str, Any] = {}
@@ -304,7 +310,10 @@ class PeerTask:
                         continue
                     values = [i[name][metric] for i in items if metric in i[name]]
                     aggregation = entry.get("aggregation", "mean")
-                    if not values:  # no doc returned it: lmms-eval's evaluator has no sample_metrics entry to report
+                    failed = next((v for v in values if isinstance(v, PeerFailure)), None)
+                    if failed is not None:
+                        out[f"{metric},{name}"] = failed
+                    elif not values:  # no doc returned it: lmms-eval's evaluator has no sample_metrics entry to report
                         out[f"{metric},{name}"] = None
                     elif isinstance(aggregation, _Hook):
                         module, fn_name = aggregation.ref.rsplit(".", 1)
