@@ -50,9 +50,13 @@ _STEMS = {
 }
 
 
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
 def phrase(seed: str, n: int = 6) -> str:
-    """`n` words picked by the hash of `seed`: the same seed, the same words."""
-    digest = hashlib.sha256(seed.encode("utf-8")).digest()
+    """`n` words picked by the hash of `seed` less any UTC time in it: the same seed, the same words,
+    whenever the page was captured."""
+    digest = hashlib.sha256(_TIME.sub("", seed).encode("utf-8")).digest()
     return " ".join(_WORDS[b % len(_WORDS)] for b in digest[:n])
 
 

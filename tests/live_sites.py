@@ -1,7 +1,8 @@
 """Fixture websites for the live pipeline's tests, served on 127.0.0.1: an English news page with
 images and headlines, a Japanese and a Chinese page, a page that never settles (it long-polls for
 ever), a 404, a redirect to a host off the allowlist (`localhost`, the same server under another name)
-and a long page. Content is fixed, so two captures of a page look the same. The server answers at
+and a long page; with `editions=N`, N more news pages (`/edition/<i>`, each with its own headlines,
+for benches). Content is fixed, so two captures of a page look the same. The server answers at
 most `max_requests` requests and lives at most `lifetime_s` seconds.
 
     with serve_sites() as (base_url, sources):
@@ -44,19 +45,29 @@ def _page(lang: str, title: str, body: str, style: str = "") -> bytes:
     return f"<!doctype html><html lang='{lang}'><head>{head}</head><body>{body}</body></html>".encode()
 
 
-def _news(base: str, beacon: str) -> bytes:
-    stories = "".join(
+STORIES = ("Tram fares fall for students", "City orchestra opens its winter season", "Rain delays the final test match")
+
+
+def _news(base: str, beacon: str, headline: str = HEADLINE, stories: tuple[str, ...] = STORIES) -> bytes:
+    articles = "".join(
         f"<article><img src='{base}/img/{i}.png' width='300' height='200'><h2>{h}</h2></article>"
-        for i, h in enumerate(("Tram fares fall for students", "City orchestra opens its winter season",
-                               "Rain delays the final test match"))
+        for i, h in enumerate(stories)
     )
     return _page(
         "en", "Daily Harbour",
-        f"<header>Daily Harbour</header><h1>{HEADLINE}</h1><main>{stories}</main>"
+        f"<header>Daily Harbour</header><h1>{headline}</h1><main>{articles}</main>"
         f"<img src='{beacon}/beacon.png' width='1' height='1'>",
         "header{background:#123a7a;color:#fff;font-size:40px;padding:30px}h1{margin:30px}"
         "main{display:flex;gap:20px;padding:20px}article{width:310px}",
     )
+
+
+def _edition(base: str, i: int) -> bytes:
+    """News page number `i`: the news page with headlines of its own."""
+    topics = ("ferry", "library", "market", "stadium", "museum", "airport", "harbour", "school")
+    stories = tuple(f"{topics[(i + k) % len(topics)].title()} news {i}.{k}: plans change for the {topics[k]}"
+                    for k in range(3))
+    return _news(base, base, f"Edition {i}: the {topics[i % len(topics)]} reopens", stories)
 
 
 def _pages(base: str, offsite: str) -> dict[str, tuple[int, bytes]]:
@@ -92,10 +103,10 @@ def _image(i: int) -> bytes:
 
 
 class SiteServer:
-    """The fixture sites on a background thread: `base_url`, `sources` (one per page, in PAGES order)
-    and `hits`, the (Host header, path) of every request it got."""
+    """The fixture sites on a background thread: `base_url`, `sources` (one per page, in PAGES order),
+    `editions` (one Source per edition page) and `hits`, the (Host header, path) of every request it got."""
 
-    def __init__(self, max_requests: int = 3000, lifetime_s: float = 600.0) -> None:
+    def __init__(self, max_requests: int = 3000, lifetime_s: float = 600.0, editions: int = 0) -> None:
         self.hits: list[tuple[str, str]] = []
         self.max_requests = max_requests
         self._lock = threading.Lock()
@@ -107,6 +118,8 @@ class SiteServer:
         self.sources = [Source(name, self.base_url + path, category, lang)
                         for path, (name, lang, category) in PAGES.items()]
         self._pages = _pages(self.base_url, self.offsite_url)
+        self._pages |= {f"/edition/{i}": (200, _edition(self.base_url, i)) for i in range(editions)}
+        self.editions = [Source(f"edition-{i}", f"{self.base_url}/edition/{i}", "news") for i in range(editions)]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self._timer = threading.Timer(lifetime_s, self._server.shutdown)
         self._timer.daemon = True

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from PIL import Image
@@ -103,7 +104,10 @@ class Role:
             self.counts.update(amounts)
 
 
+@lru_cache(maxsize=64)
 def _decode(data: bytes) -> Image.Image:
+    """A screenshot decoded once for all the calls about its page (the same image object each time, so
+    API backends encode it once too)."""
     with Image.open(io.BytesIO(data)) as image:
         return image.convert("RGB")
 

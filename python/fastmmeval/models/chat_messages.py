@@ -9,14 +9,20 @@ from typing import Any
 
 from PIL import Image
 
+from fastmmeval.models.image_memo import ImageMemo
 from fastmmeval.protocol import ImagePart, Request, TextPart
 
 # Image modes PNG stores as they are; any other mode is sent as RGB.
 _PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"}
+_URLS: ImageMemo[str] = ImageMemo()
 
 
 def image_data_url(image: Image.Image) -> str:
-    """`image` as a `data:image/png;base64,...` URL (lossless)."""
+    """`image` as a `data:image/png;base64,...` URL (lossless); encoded once per image object."""
+    return _URLS.get(image, "png", lambda: _png_url(image))
+
+
+def _png_url(image: Image.Image) -> str:
     if image.mode not in _PNG_MODES:
         image = image.convert("RGB")
     buffer = io.BytesIO()

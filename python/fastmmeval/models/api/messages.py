@@ -7,15 +7,20 @@ from typing import Any
 from PIL import Image
 
 from fastmmeval.models.chat_messages import to_vllm_chat
+from fastmmeval.models.image_memo import ImageMemo
 from fastmmeval.protocol import ImagePart, Message, Request
+
+_SHRUNK: ImageMemo[Image.Image] = ImageMemo()
 
 
 def shrink(image: Image.Image, max_side: int) -> Image.Image:
-    """`image` scaled down (aspect kept) so its longer side is at most `max_side` (0: unchanged)."""
+    """`image` scaled down (aspect kept) so its longer side is at most `max_side` (0: unchanged); one
+    shrunk copy per image object and size, so its data URL is encoded once too."""
     if max_side <= 0 or max(image.size) <= max_side:
         return image
     scale = max_side / max(image.size)
-    return image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))), Image.LANCZOS)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    return _SHRUNK.get(image, max_side, lambda: image.resize(size, Image.LANCZOS))
 
 
 def openai_messages(request: Request, system: str, max_image_side: int) -> list[dict[str, Any]]:
