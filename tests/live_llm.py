@@ -82,10 +82,9 @@ def default_reply(stage: str, text: str) -> str:
         return json.dumps({"stories": [{"story": words, "new": f"The {words} opened today.",
                                         "implications": "Visitors will have to plan ahead."}]})
     if stage == "generate":
-        questions = [{"subtask": s, "question": f"{_STEMS[s]} {phrase(text + s, 8)}?",
-                      "answer": f"The page says the {phrase(text + s, 8)} changed.", "criteria": _criteria(6, 4)}
-                     for s in SUBTASKS]
-        return json.dumps({"questions": questions})
+        return json.dumps({s: [{"question": f"{_STEMS[s]} {phrase(text + s, 8)}?",
+                                "answer": f"The page says the {phrase(text + s, 8)} changed.",
+                                "criteria": _criteria(6, 4)}] for s in SUBTASKS})
     if stage in ("check", "finalize"):
         draft = json.loads(_block(text, "draft" if stage == "check" else "item"))
         points = (5, 5) if stage == "check" else (4, 3, 3)

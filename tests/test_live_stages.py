@@ -25,7 +25,14 @@ from fastmmeval.live.records import SUBTASKS, Capture, Draft, Failure, PageInfo,
 from fastmmeval.live.roles import Role, RoleSpec, build_roles
 from fastmmeval.live.score import score_item
 from fastmmeval.live.store import Blobs, StageCache
-from fastmmeval.live.validate import ReplyError, criteria_text, known_subtask, require_english, require_open
+from fastmmeval.live.validate import (
+    SCHEMAS,
+    ReplyError,
+    criteria_text,
+    known_subtask,
+    require_english,
+    require_open,
+)
 from fastmmeval.testing.faults import start_proxy
 
 ROLES = ("extractor", "generator", "checker", "finalizer", "scorer")
@@ -116,6 +123,8 @@ def test_a_page_becomes_scored_items_at_every_level(cache: StageCache, blobs: Bl
     assert counts == {"extract_text": 1, "extract_images": 1, "extract_news": 1, "generate": 1,
                       "check": 4, "finalize": 4, "score": 4}
     assert shown == [1] * 16  # every call is shown the screenshot
+    asked_in = {s: llm.bodies(s)[0]["response_format"]["json_schema"]["schema"] for s in PROMPT_NAMES}
+    assert asked_in == SCHEMAS  # every reply is asked for in the schema it is checked against
 
 
 def test_a_rerun_over_the_same_cache_asks_nothing(tmp_path: Path, blobs: Blobs) -> None:
@@ -159,11 +168,15 @@ def test_json_in_prose_and_fences_is_repaired(cache: StageCache, blobs: Blobs) -
     assert isinstance(drafts, list) and [d.subtask for d in drafts] == list(SUBTASKS)
 
 
+_QUESTION = '{"question": "Q?", "answer": "A.", "criteria": [{"points": 10, "criterion": "Says A."}]}'
+_LEVELS_AFTER_FIRST = "".join(f', "{level}": [{_QUESTION}]' for level in SUBTASKS[1:]) + "}"
+
+
 @pytest.mark.parametrize(("reply", "reason"), [
-    ('{"questions": [{"subtask": "Concrete Recognition", "question": "What', "no JSON object in the reply"),
-    ('{"questions": []}', "questions: [] should be non-empty"),
-    ('{"questions": [{"subtask": "Concrete Recognition", "question": "Q?", "answer": "A."}]}',
-     "questions/0: 'criteria' is a required property"),
+    ('{"Concrete Recognition": [{"question": "What', "no JSON object in the reply"),
+    ('{"Concrete Recognition": []' + _LEVELS_AFTER_FIRST, "Concrete Recognition: [] should be non-empty"),
+    ('{"Concrete Recognition": [{"question": "Q?", "answer": "A."}]' + _LEVELS_AFTER_FIRST,
+     "Concrete Recognition/0: 'criteria' is a required property"),
 ])
 def test_unreadable_or_misshapen_replies_are_failures_with_the_raw_text(reply: str, reason: str, cache: StageCache,
                                                                          blobs: Blobs) -> None:
@@ -174,19 +187,21 @@ def test_unreadable_or_misshapen_replies_are_failures_with_the_raw_text(reply: s
 
 def test_a_wrong_subtask_or_a_missing_level_fails_the_page(cache: StageCache, blobs: Blobs) -> None:
     valid = json.loads(default_reply("generate", "any page"))
-    valid["questions"][1]["subtask"] = "Basic Understanding"  # lmms-eval's tool's old level names
+    valid["Basic Understanding"] = valid.pop("Analytical Questions")  # lmms-eval's tool's old level names
     out = generate_once(json.dumps(valid), cache, blobs)
-    assert isinstance(out, Failure) and out.reason.startswith("generate@1: questions/1: subtask 'Basic Understanding'")
-    del valid["questions"][1]
+    assert isinstance(out, Failure) and out.reason.startswith("generate@1: reply: ")
+    assert "'Basic Understanding' was unexpected" in out.reason or "'Analytical Questions' is a required" in out.reason
+    del valid["Basic Understanding"]
     out = generate_once(json.dumps(valid), cache, blobs)
-    assert isinstance(out, Failure) and out.reason == "generate@1: no question at the level(s) Analytical Questions"
+    assert isinstance(out, Failure) and out.reason == "generate@1: reply: 'Analytical Questions' is a required property"
 
 
 def test_generated_points_must_add_up_to_ten(cache: StageCache, blobs: Blobs) -> None:
     valid = json.loads(default_reply("generate", "any page"))
-    valid["questions"][2]["criteria"][0]["points"] = 7
+    valid["Divergent Thinking"][0]["criteria"][0]["points"] = 7
     out = generate_once(json.dumps(valid), cache, blobs)
-    assert isinstance(out, Failure) and out.reason == "generate@1: questions/2: criteria points add up to 11, not 10"
+    assert isinstance(out, Failure)
+    assert out.reason == "generate@1: Divergent Thinking/0: criteria points add up to 11, not 10"
 
 
 def finalize_once(answer: str, cache: StageCache, blobs: Blobs) -> Draft | Failure:
@@ -197,13 +212,19 @@ def finalize_once(answer: str, cache: StageCache, blobs: Blobs) -> Draft | Failu
 
 def test_finalized_criteria_render_as_english_text_worth_ten(cache: StageCache, blobs: Blobs) -> None:
     reply = finalized([{"points": 4, "criterion": "Names the harbour museum."},
-                       {"points": 3.5, "criterion": "Says it had been closed for repairs\nafter a flood."},
-                       {"points": 2.5, "criterion": "Says the closure lasted two years."}])
+                       {"points": 3, "criterion": "Says it had been closed for repairs\nafter a flood."},
+                       {"points": 3, "criterion": "Says the closure lasted two years."}])
     out = finalize_once(reply, cache, blobs)
     assert out == Draft(a_draft(capture_of(blobs)).page, 0, "Concrete Recognition", FINAL["question"],
                         FINAL["answer"], "Award up to 10 points in total:\n- 4 points: Names the harbour museum.\n"
-                        "- 3.5 points: Says it had been closed for repairs after a flood.\n"
-                        "- 2.5 points: Says the closure lasted two years.")
+                        "- 3 points: Says it had been closed for repairs after a flood.\n"
+                        "- 3 points: Says the closure lasted two years.")
+
+
+def test_points_are_whole_numbers(cache: StageCache, blobs: Blobs) -> None:
+    reply = finalized([{"points": 7, "criterion": "Names the museum."}, {"points": 2.5, "criterion": "Says why."}])
+    out = finalize_once(reply, cache, blobs)
+    assert isinstance(out, Failure) and out.reason == "finalize@1: criteria/1/points: 2.5 is not of type 'integer'"
 
 
 @pytest.mark.parametrize(("reply", "reason"), [
@@ -238,7 +259,8 @@ def test_the_checker_keeps_the_drafts_level(cache: StageCache, blobs: Blobs) -> 
 
 @pytest.mark.parametrize(("grades", "result"), [
     ({"authenticity": "4", "coherence": 3, "clarity": "1/2"}, 8.0),
-    ({"authenticity": 7, "coherence": 3, "clarity": 2}, "score@1: 'authenticity' = 7 is outside [0, 5]"),
+    ({"authenticity": 7, "coherence": 3, "clarity": 2}, "score@1: authenticity: 7 is greater than the maximum of 5"),
+    ({"authenticity": "7", "coherence": 3, "clarity": 2}, "score@1: 'authenticity' = 7.0 is outside [0, 5]"),
     ({"authenticity": 5, "coherence": 3}, "reply: 'clarity' is a required property"),
 ])
 def test_scores_are_read_within_their_ranges(grades: dict[str, object], result: float | str, cache: StageCache,

@@ -11,7 +11,7 @@ from fastmmeval.live.prompts import prompt
 from fastmmeval.live.records import Capture, Draft, Failure
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache, content_key
-from fastmmeval.live.validate import ReplyError, read_reply
+from fastmmeval.live.validate import SCHEMAS, ReplyError, read_reply
 
 T = TypeVar("T")
 
@@ -39,10 +39,10 @@ def ask_and_read(role: Role, stage: str, prompt_name: str, values: dict[str, Any
     """`read` of the reply of `role` to prompt `prompt_name` rendered with `values` and shown the
     capture's screenshots (the reply schema-checked first), or a Failure of `stage` for `subject`:
     without a raw reply when the call failed, with it when the reply was refused. The call is
-    cached under the screenshots' and the values' hashes."""
+    cached under the screenshots' and the values' hashes; the reply is asked for in the prompt's schema."""
     asked = prompt(prompt_name)
     inputs = [*capture.screens, content_key("values", values)]
-    reply = role.ask(prompt_name, asked, values, screenshots(capture, blobs), cache, inputs)
+    reply = role.ask(prompt_name, asked, values, screenshots(capture, blobs), cache, inputs, SCHEMAS[prompt_name])
     if reply.text is None:
         return Failure(stage, subject, reply.error or f"{asked.id}: no reply")
     try:

@@ -9,31 +9,28 @@ from fastmmeval.live.ask import ask_and_read, page_values
 from fastmmeval.live.records import SUBTASKS, Capture, Draft, Failure, PageInfo
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache
-from fastmmeval.live.validate import ReplyError, criteria_text, known_subtask
+from fastmmeval.live.validate import ReplyError, criteria_text
 
 STAGE = "generate"
 
 
 def generate_drafts(capture: Capture, info: PageInfo, role: Role, cache: StageCache,
                     blobs: Blobs) -> list[Draft] | Failure:
-    """The generator's drafts about the page (in the order written: a draft's index is its place),
-    or a Failure when its reply is unusable: any question with an unknown subtask or criteria not
-    adding up to 10, or a level without a question."""
+    """The generator's drafts about the page, level by level in SUBTASKS order (a draft's index is its
+    place), or a Failure when its reply is unusable: a level left out or unknown, or any question whose
+    criteria do not add up to 10."""
     values = page_values(capture) | {"text": info.text, "images": info.images, "news": info.news}
 
     def drafts(obj: dict[str, Any]) -> list[Draft]:
-        made = [_draft(capture.key, i, q) for i, q in enumerate(obj["questions"])]
-        missing = [s for s in SUBTASKS if s not in {d.subtask for d in made}]
-        if missing:
-            raise ReplyError(f"no question at the level(s) {', '.join(missing)}")
-        return made
+        asked = [(subtask, i, q) for subtask in SUBTASKS for i, q in enumerate(obj[subtask])]
+        return [_draft(capture.key, index, *question) for index, question in enumerate(asked)]
 
     return ask_and_read(role, STAGE, "generate", values, capture, blobs, cache, capture.key, drafts)
 
 
-def _draft(page: str, index: int, question: dict[str, Any]) -> Draft:
+def _draft(page: str, index: int, subtask: str, place: int, question: dict[str, Any]) -> Draft:
     try:
-        return Draft(page, index, known_subtask(question["subtask"]), question["question"].strip(),
-                     question["answer"].strip(), criteria_text(question["criteria"]))
+        return Draft(page, index, subtask, question["question"].strip(), question["answer"].strip(),
+                     criteria_text(question["criteria"]))
     except ReplyError as e:
-        raise ReplyError(f"questions/{index}: {e}") from None
+        raise ReplyError(f"{subtask}/{place}: {e}") from None

@@ -6,6 +6,7 @@ failures are returned, never cached, never turned into text."""
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from PIL import Image
 from fastmmeval.live.prompts import Prompt
 from fastmmeval.live.store import StageCache, content_key
 from fastmmeval.models.base import MODELS, Model, failure_reason, parse_args
+from fastmmeval.models.structured import answer_structured
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
 
 ROLE_NAMES = ("extractor", "generator", "checker", "finalizer", "scorer")
@@ -60,7 +62,8 @@ class Role:
         self._counts_lock = threading.Lock()
         from fastmmeval.models.api.client import ApiModel
 
-        self._serial = nullcontext() if isinstance(model, ApiModel) else threading.Lock()
+        self._api = isinstance(model, ApiModel)
+        self._serial = nullcontext() if self._api else threading.Lock()
 
     @property
     def name(self) -> str:
@@ -73,10 +76,13 @@ class Role:
         return {"model": self.spec.model, "backend": self.model.fingerprint(), "settings": vars(self.spec.settings())}
 
     def ask(self, stage: str, prompt: Prompt, values: dict[str, Any], images: Sequence[bytes],
-            cache: StageCache, inputs: Sequence[str]) -> Reply:
+            cache: StageCache, inputs: Sequence[str], schema: dict[str, Any] | None = None) -> Reply:
         """The role's reply to `prompt` rendered with `values`, shown the PNG/JPEG `images` first;
-        `inputs` are the hashes of what the prompt was built from (they key the cache with the rest)."""
-        key = content_key("role", stage, prompt.id, prompt.sha256, self.fingerprint(), list(inputs))
+        `inputs` are the hashes of what the prompt was built from (they key the cache with the rest).
+        With `schema`, the reply is asked for in that JSON schema: API backends pass it on (OpenAI's
+        `response_format`), a local backend is made to answer in it (models.structured)."""
+        schema_text = json.dumps(schema, sort_keys=True) if schema is not None else None
+        key = content_key("role", stage, prompt.id, prompt.sha256, self.fingerprint(), list(inputs), schema_text)
         hit = cache.get(key)
         if hit is not None:
             self._count(cached=1)
@@ -85,10 +91,12 @@ class Role:
         parts.append(TextPart(prompt.render(**values)))
         system = [Message("system", (TextPart(prompt.system),))] if prompt.system else []
         messages = (*system, Message("user", tuple(parts)))
-        request = Request(f"live:{stage}:{key[:16]}", "generate", messages, self.spec.settings())
+        request = Request(f"live:{stage}:{key[:16]}", "generate", messages, self.spec.settings(),
+                          json_schema=schema_text)
         try:
             with self._serial:
-                response = self.model.generate([request])[0]
+                structured = schema_text is not None and not self._api
+                response = answer_structured(self.model, request) if structured else self.model.generate([request])[0]
         except Exception as e:  # one failed call fails its page or item, not the build
             self._count(calls=1, failed=1)
             return Reply(None, error=failure_reason(f"{self.spec.role} ({self.spec.model})", e))

@@ -21,26 +21,39 @@ class ReplyError(FastmmevalError):
     """A role's reply that is not the JSON object its prompt asked for, or that breaks a rule."""
 
 
-# Criteria are asked for as a list of {points, criterion} so that their total can be checked
+# The schemas are also what a role is asked to answer in (Request.json_schema), so they keep to what
+# every backend can enforce (models.structured's subset): whole points and grades in small ranges,
+# bounded lists. Criteria are a list of {points, criterion} so that their total can be checked
 # exactly; criteria_text renders them as the natural-language text an item carries.
-_TEXT = {"type": "string", "pattern": r"\S"}
+_TEXT = {"type": "string", "minLength": 1}
 _CRITERIA = {
     "type": "array",
     "minItems": 1,
+    "maxItems": 6,
     "items": {
         "type": "object",
         "required": ["points", "criterion"],
-        "properties": {"points": {"type": "number", "exclusiveMinimum": 0}, "criterion": _TEXT},
+        "properties": {"points": {"type": "integer", "minimum": 1, "maximum": 10}, "criterion": _TEXT},
     },
 }
-_QUESTION_PROPERTIES = {"question": _TEXT, "answer": _TEXT, "criteria": _CRITERIA}
-_QUESTION = {"type": "object", "required": ["question", "answer", "criteria"], "properties": _QUESTION_PROPERTIES}
-_GENERATED = {
+_QUESTION = {
     "type": "object",
-    "required": ["subtask", "question", "answer", "criteria"],
-    "properties": {"subtask": _TEXT, **_QUESTION_PROPERTIES},
+    "required": ["question", "answer", "criteria"],
+    "properties": {"question": _TEXT, "answer": _TEXT, "criteria": _CRITERIA},
 }
-_GRADE = {"type": ["number", "string"]}  # "4" and "4/5" are read by judge.parse.rating
+# One or two questions at each level, the levels as keys: a reply cannot leave one out.
+_LEVELS = {
+    "type": "object",
+    "required": list(SUBTASKS),
+    "additionalProperties": False,
+    "properties": {s: {"type": "array", "minItems": 1, "maxItems": 2, "items": _QUESTION} for s in SUBTASKS},
+}
+
+
+def _grade(high: int) -> dict[str, Any]:
+    # A numeric string ("4", "4/5") is read by judge.parse.rating too.
+    return {"type": ["integer", "string"], "minimum": 0, "maximum": high}
+
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "extract_text": {"type": "object", "required": ["text"], "properties": {"text": _TEXT}},
@@ -50,6 +63,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "images": {
                 "type": "array",
+                "maxItems": 8,
                 "items": {
                     "type": "object",
                     "required": ["where", "shows"],
@@ -66,6 +80,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "stories": {
                 "type": "array",
                 "minItems": 1,
+                "maxItems": 8,
                 "items": {
                     "type": "object",
                     "required": ["story", "new"],
@@ -74,17 +89,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             }
         },
     },
-    "generate": {
-        "type": "object",
-        "required": ["questions"],
-        "properties": {"questions": {"type": "array", "minItems": 1, "items": _GENERATED}},
-    },
+    "generate": _LEVELS,
     "check": _QUESTION,
     "finalize": _QUESTION,
     "score": {
         "type": "object",
         "required": ["authenticity", "coherence", "clarity", "reason"],
-        "properties": {"authenticity": _GRADE, "coherence": _GRADE, "clarity": _GRADE, "reason": _TEXT},
+        "properties": {"authenticity": _grade(5), "coherence": _grade(3), "clarity": _grade(2), "reason": _TEXT},
     },
 }
 
