@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ class FakeAPI:
     def __init__(self, script: Script, delay_s: float = 0.0) -> None:
         self.script, self.delay_s = script, delay_s
         self.calls: list[tuple[str, dict[str, Any], CIMultiDict[str]]] = []
+        self.answered: list[tuple[float, int]] = []  # (time.monotonic(), call number) as each answer is sent
         self.in_flight = self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
@@ -46,6 +48,7 @@ class FakeAPI:
             return self.script(number, body)
         finally:
             self.in_flight -= 1
+            self.answered.append((time.monotonic(), number))
 
     def __enter__(self) -> FakeAPI:
         return self
