@@ -18,7 +18,8 @@ from PIL import Image
 
 from fastmmeval.models import MODELS
 from fastmmeval.models.base import Model
-from fastmmeval.models.structured import MAX_VALUES, SchemaError, answer_structured, check_schema
+from fastmmeval.models.schema_subset import MAX_VALUES, SchemaError, check_schema
+from fastmmeval.models.structured import answer_structured
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, Response, TextPart
 from fastmmeval.serve.app import start_server
 from fastmmeval.testing.echo_model import NoArgs

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastmmeval.live.store import content_key
+from fastmmeval.tasks.families.live_bench import SUBTASKS
 
-# The four levels the generator writes questions at (the paper's Bloom's-taxonomy subtasks), as
-# lmms-eval's LiveBench months name them in `subtask`.
-SUBTASKS = ("Concrete Recognition", "Analytical Questions", "Divergent Thinking", "Real-world Assistance")
+__all__ = ["SUBTASKS", "Capture", "Draft", "Failure", "Item", "PageInfo", "Score", "Source"]
 
 R = TypeVar("R")
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from fastmmeval.errors import FastmmevalError
 from fastmmeval.images import ImageRefused, open_image, to_rgb
-from fastmmeval.models.structured import SchemaError, check_schema
+from fastmmeval.models.schema_subset import SchemaError, check_schema
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Part, Request, Response, TextPart
 
 # OpenAI's "developer" role is its newer name for the system turn.

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastmmeval.live.records import SUBTASKS
 from fastmmeval.metrics import JUDGE_VERDICT, METRICS, Metric
 from fastmmeval.metrics.base import already_on_100, mean
 from fastmmeval.tasks.processors import text_field
+
+# The four levels LiveBench asks questions at (the paper's Bloom's-taxonomy subtasks), as
+# lmms-eval's months name them in `subtask`; the live pipeline writes its questions at these.
+SUBTASKS = ("Concrete Recognition", "Analytical Questions", "Divergent Thinking", "Real-world Assistance")
 
 # The aggregate's key of the overall score, and the prefix of each subtask's key (`score_<subtask>`,
 # so a subtask called "score" cannot overwrite the overall one).
