@@ -48,7 +48,16 @@ class _Scripted(Model):
         raise NotImplementedError
 
     def loglikelihood(self, requests: list[Request]) -> list[Response]:
-        raise NotImplementedError("scripted models only generate")
+        """The option the scripted reply names (its JSON's Rating, else the reply itself) scores 0, the others
+        -10: how a structured reply's choices (`fastmmeval serve` with a JSON schema) come out of a script."""
+        out = []
+        for r in requests:
+            said = self.answer(Request(r.id, "generate", r.messages, r.generation)).text or ""
+            rated = re.search(r'"Rating":\s*"?(-?\d+)', said)
+            picked = rated.group(1) if rated else said.strip()
+            scores = [0.0 if c.strip() == picked else -10.0 for c in r.continuations]
+            out.append(Response(r.id, logprobs=scores, is_greedy=[s == 0.0 for s in scores]))
+        return out
 
     def fingerprint(self) -> dict[str, Any]:
         return {"scripted": self.name, "args": vars(self.args)}

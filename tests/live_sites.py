@@ -1,7 +1,7 @@
 """Fixture websites for the live pipeline's tests, served on 127.0.0.1: an English news page with
 images and headlines, a Japanese and a Chinese page, a page that never settles (it long-polls for
-ever), a 404, a redirect to a host off the allowlist (`localhost`, the same server under another name)
-and a long page; with `editions=N`, N more news pages (`/edition/<i>`, each with its own headlines,
+ever), a 404, a redirect to a host off the allowlist (`localhost`, the same server under another name),
+a long page and a brief one (a headline and a line, for tests that run a real model on it); with `editions=N`, N more news pages (`/edition/<i>`, each with its own headlines,
 for benches). Content is fixed, so two captures of a page look the same. The server answers at
 most `max_requests` requests and lives at most `lifetime_s` seconds.
 
@@ -35,6 +35,7 @@ PAGES = {
     "/missing": ("missing", "en", "news"),
     "/offsite": ("offsite", "en", "news"),
     "/long": ("long", "en", "news"),
+    "/brief": ("brief", "en", "news"),
 }
 LONG_PAGE_PX = 5200
 POLL_S = 0.3
@@ -87,6 +88,8 @@ def _pages(base: str, offsite: str) -> dict[str, tuple[int, bytes]]:
                                  "body{background:#f4e04d}h1{font-size:80px}")),
         "/missing": (404, _page("en", "Not found", "<h1>No such page</h1>")),
         "/long": (200, _page("en", "Long read", f"<h1>The long read</h1>{sections}")),
+        "/brief": (200, _page("en", "Brief", "<h1>Ferry fares fall</h1><p>Fares drop by a third from Monday.</p>",
+                              "h1{font-size:64px;margin:60px}p{font-size:40px;margin:60px}")),
     }
 
 

@@ -81,7 +81,7 @@ def captured(month: dict[str, Capture]) -> dict[str, Capture]:
 
 def test_pages_are_one_1024_screen_with_their_text_html_status_and_time(month: dict[str, Capture], work: Work) -> None:
     pages = captured(month)
-    assert set(pages) == {"news-en", "news-ja", "news-zh", "restless", "long"}
+    assert set(pages) == {"news-en", "news-ja", "news-zh", "restless", "long", "brief"}
     for capture in pages.values():
         assert capture.status == 200 and capture.final_url == capture.url and capture.screen_size == "1024x1024"
         assert [work.image(sha).size for sha in capture.screens] == [(1024, 1024)]

@@ -332,6 +332,13 @@ _LIVE_BENCH_REPLY = """Your response should be in the JSON format:
 }}
 ```
 """
+# lmms-eval asks its judge for a JSON object (response_format); ours names the object's shape.
+_LIVE_BENCH_SCHEMA = {
+    "type": "object",
+    "required": ["Explanation", "Rating"],
+    "properties": {"Explanation": {"type": "string", "maxLength": 1000},
+                   "Rating": {"type": "integer", "minimum": 0, "maximum": 10}},
+}
 for _name, _template in (
     ("live_bench_v1", _LIVE_BENCH_CASE + _LIVE_BENCH_POLITICS + _LIVE_BENCH_REPLY),
     ("live_bench_v2", _LIVE_BENCH_CASE + _LIVE_BENCH_REPLY),
@@ -345,4 +352,5 @@ for _name, _template in (
         level="interval",
         agreement_value=float,
         images=True,
+        schema=_LIVE_BENCH_SCHEMA,
     ))

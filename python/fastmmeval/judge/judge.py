@@ -4,6 +4,7 @@ variable it uses come from `--judge_model`/`--judge_args` or a `--judge_config` 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,7 @@ class Judge:
                 "generate",
                 (*([Message("system", (TextPart(p.system),))] if p.system else []), _user_turn(p, case)),
                 JUDGE_SETTINGS,
+                json_schema=json.dumps(p.schema, sort_keys=True) if p.schema is not None else None,
             )
             for rid, p, case in calls
         ]

@@ -7,7 +7,7 @@ reply) are here; the benchmarks' own are in `benchmark_prompts`."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,7 +45,8 @@ class JudgePrompt:
     interval data (Krippendorff's alpha), labels nominal (Cohen's kappa). An empty `system`
     sends the user message alone (as a benchmark's own judge prompt may be). With `images` the
     judge sees the doc's images too, first in its user message (part of the prompt: changing it
-    means a new version)."""
+    means a new version). With `schema`, the reply is asked for in that JSON schema
+    (Request.json_schema: OpenAI's `response_format`, which `fastmmeval serve` enforces for any model)."""
 
     name: str
     version: int
@@ -55,6 +56,7 @@ class JudgePrompt:
     level: Literal["interval", "nominal"]
     agreement_value: Callable[[Any], float | str]
     images: bool = False
+    schema: Mapping[str, Any] | None = None
 
     @property
     def id(self) -> str:
