@@ -1,9 +1,10 @@
 """Fixture websites for the live pipeline's tests, served on 127.0.0.1: an English news page with
 images and headlines, a Japanese and a Chinese page, a page that never settles (it long-polls for
-ever), a 404, a redirect to a host off the allowlist (`localhost`, the same server under another name),
-a long page and a brief one (a headline and a line, for tests that run a real model on it); with
-`editions=N`, N more news pages (`/edition/<i>`, each with its own headlines, for benches). Content is fixed, so two captures of a page look the same. The server answers at
-most `max_requests` requests and lives at most `lifetime_s` seconds.
+ever), a 404, a redirect to a host off the allowlist (`localhost`, the same server under another
+name), a long page and a brief one (a headline and a line, for tests that run a real model on it);
+with `editions=N`, N more news pages (`/edition/<i>`, each with its own headlines, for benches).
+Content is fixed, so two captures of a page look the same. The server answers at most
+`max_requests` requests and lives at most `lifetime_s` seconds.
 
     with serve_sites() as (base_url, sources):
         captures = capture_pages(sources, ...)
