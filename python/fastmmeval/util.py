@@ -1,4 +1,5 @@
-"""Small helpers shared by every flow: atomic file writes, JSON Lines reading, the usable cores, lazy API exports."""
+"""Small helpers shared by every flow: atomic file writes, JSON Lines reading, sqlite caches, the usable
+cores, lazy API exports."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib
 import json
 import os
 import secrets
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,6 +57,20 @@ def remove_stale_temps(path: Path) -> None:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never a torn one."""
     write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
+
+
+def open_cache_db(path: Path, table: str) -> sqlite3.Connection:
+    """A sqlite cache at `path` (its folder made) with `table` (a CREATE TABLE IF NOT EXISTS statement),
+    shareable between threads (callers hold their own lock) and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    db.execute("PRAGMA journal_mode=WAL")
+    # A commit survives a killed process without an fsync per entry; a power cut may lose the last few
+    # entries, which only costs computing them again.
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(table)
+    db.commit()
+    return db
 
 
 def iter_jsonl(path: Path, error: type[FastmmevalError] = ConfigError) -> Iterator[tuple[int, dict[str, Any]]]:

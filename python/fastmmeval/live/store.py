@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from fastmmeval.util import write_bytes_atomic
+from fastmmeval.util import open_cache_db, write_bytes_atomic
 
 
 def sha256_hex(data: bytes) -> str:
@@ -58,17 +57,10 @@ class StageCache:
     committed at once, so a killed build keeps everything it finished."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS results"
-            " (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL, at REAL)"
-        )
-        self._db.commit()
+        self._db = open_cache_db(path, "CREATE TABLE IF NOT EXISTS results"
+                                       " (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL, at REAL)")
 
     def get(self, key: str) -> Any | None:
         """The value cached under `key`, or None."""

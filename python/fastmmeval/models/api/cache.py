@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import asdict
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fastmmeval.models.api.calls import Reply
+from fastmmeval.util import open_cache_db
 
 
 class ResponseCache:
@@ -21,16 +21,10 @@ class ResponseCache:
     between threads and processes."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A commit survives a killed process without an fsync per reply; a power cut may lose the last few
-        # replies, which only costs asking the API again.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, at REAL)")
-        self._db.commit()
+        self._db = open_cache_db(path, "CREATE TABLE IF NOT EXISTS replies"
+                                       " (key TEXT PRIMARY KEY, reply TEXT NOT NULL, at REAL)")
 
     @staticmethod
     def key(backend: str, payload: dict[str, Any]) -> str:
