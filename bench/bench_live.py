@@ -76,7 +76,7 @@ def serial(sources: list[Source], roles: dict[str, Role], work: Path) -> tuple[f
             continue
         info = extract_page(capture, roles["extractor"], cache, blobs)
         drafts = [] if isinstance(info, Failure) else generate_drafts(capture, info, roles["generator"], cache, blobs)
-        for draft in [] if isinstance(drafts, Failure) else drafts:
+        for draft in [] if isinstance(drafts, Failure) else [d for d in drafts if not isinstance(d, Failure)]:
             checked = check_draft(draft, capture, info, roles["checker"], cache, blobs)
             final = checked if isinstance(checked, Failure) else finalize_draft(checked, capture, roles["finalizer"],
                                                                                  cache, blobs)

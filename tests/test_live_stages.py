@@ -196,12 +196,15 @@ def test_a_wrong_subtask_or_a_missing_level_fails_the_page(cache: StageCache, bl
     assert isinstance(out, Failure) and out.reason == "generate@1: reply: 'Analytical Questions' is a required property"
 
 
-def test_generated_points_must_add_up_to_ten(cache: StageCache, blobs: Blobs) -> None:
+def test_a_question_whose_points_do_not_add_up_to_ten_fails_alone(cache: StageCache, blobs: Blobs) -> None:
     valid = json.loads(default_reply("generate", "any page"))
     valid["Divergent Thinking"][0]["criteria"][0]["points"] = 7
     out = generate_once(json.dumps(valid), cache, blobs)
-    assert isinstance(out, Failure)
-    assert out.reason == "generate@1: Divergent Thinking/0: criteria points add up to 11, not 10"
+    assert isinstance(out, list) and [type(d).__name__ for d in out] == ["Draft", "Draft", "Failure", "Draft"]
+    failed = out[2]
+    assert isinstance(failed, Failure) and failed.subject == Draft(out[0].page, 2, "", "", "", "").id
+    assert failed.reason == "generate@1: Divergent Thinking/0: criteria points add up to 11, not 10"
+    assert json.loads(failed.raw or "")["criteria"][0]["points"] == 7  # the question as written
 
 
 def finalize_once(answer: str, cache: StageCache, blobs: Blobs) -> Draft | Failure:

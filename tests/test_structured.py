@@ -79,10 +79,11 @@ class Scripted(Model):
         out = []
         for r in requests:
             pick = self.picks.get(_field(r))
-            if r.continuations == ("another", "done"):
+            options = [c.removesuffix("\n") for c in r.continuations]  # each scored with its line's end
+            if options == ["another", "done"]:
                 so_far = int(re.search(r"has (\d+) item", r.messages[-1].text).group(1))
                 pick = "another" if so_far < (pick or 0) else "done"
-            scores = [0.0 if option == pick else -1.0 - i for i, option in enumerate(r.continuations)]
+            scores = [0.0 if option == pick else -1.0 - i for i, option in enumerate(options)]
             out.append(Response(r.id, logprobs=scores, is_greedy=[s == 0.0 for s in scores]))
         return out
 
@@ -158,7 +159,7 @@ def test_each_value_request_is_the_chat_with_an_instruction_naming_the_field() -
     assert generated.messages[1].text == ('<image>Describe it.\n\nWrite only the value of the field "caption" (what '
                                           'the photo shows). Reply with plain text on one line, nothing else.')
     assert generated.generation.temperature == 0.0 and generated.generation.max_new_tokens == 50
-    assert chosen.kind == "loglikelihood" and chosen.continuations == ("photo", "drawing")
+    assert chosen.kind == "loglikelihood" and chosen.continuations == ("photo\n", "drawing\n")
     # A chat that does not end with the user gets the instruction as a user turn of its own.
     answer_structured(model, structured(schema, (*chat, Message("assistant", (TextPart("Sure."),)))))
     assert model.calls[-1][1][0].messages[-1].role == "user" and len(model.calls[-1][1][0].messages) == 4

@@ -226,7 +226,11 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
                 failures[(page, -1)] = drafts
             return
         with lock:
-            futures.extend(pool.submit(item_chain, (page, d.index), d, capture, info) for d in drafts)
+            for index, draft in enumerate(drafts):
+                if isinstance(draft, Failure):
+                    failures[(page, index)] = draft
+                else:
+                    futures.append(pool.submit(item_chain, (page, index), draft, capture, info))
 
     with ThreadPoolExecutor(config.workers, thread_name_prefix="live") as pool:
         try:

@@ -158,8 +158,10 @@ class _Writer:
             holder[key] = options[0]
             return
         texts = tuple(_option_text(o) for o in options)
+        # Each option is scored followed by the end of its line: bare, "1" would always outscore "10",
+        # since every reply that starts "10" starts "1".
         request = self._ask(CHOOSE.format(path=shown_path(path), about=_about(about), options=", ".join(texts)),
-                            continuations=texts)
+                            continuations=tuple(f"{t}\n" for t in texts))
 
         def take(responses: list[Response]) -> None:
             scores = responses[0].logprobs or []
