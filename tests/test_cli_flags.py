@@ -22,6 +22,10 @@ REQUIRED = {
     "serve": ["--model", "m"],
     "judge agree": ["r"],
     "tasks": [],
+    "live capture": [],
+    "live build": ["--generator", "g"],
+    "live review": [],
+    "live export": [],
 }
 
 

@@ -130,6 +130,8 @@ def heavy_work_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.import_module("fastmmeval.serve.app"), "start_server", stop)  # serves until killed
     for name in ("choose_tokenizers", "index_tokenizers"):
         monkeypatch.setattr(fastmmeval.contam, name, stop)
+    for name in ("build", "capture_sources", "review", "export"):  # a browser and real sites, role models
+        monkeypatch.setattr(importlib.import_module("fastmmeval.live.pipeline"), name, stop)
 
 
 @given(argv=argvs())
