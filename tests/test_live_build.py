@@ -11,9 +11,8 @@ import pytest
 from live_llm import KEY_ENV, LiveLLM
 from live_sites import SiteServer
 
-from fastmmeval.live.capture import CaptureSettings
-from fastmmeval.live.dataset import load_month
-from fastmmeval.live.pipeline import BuildConfig, build, export, load_build
+from fastmmeval.cli import main
+from fastmmeval.live import BuildConfig, CaptureSettings, build, export, load_build, load_month
 from fastmmeval.live.records import SUBTASKS
 from fastmmeval.live.roles import ROLE_NAMES, RoleSpec
 
@@ -56,6 +55,8 @@ def test_a_month_builds_from_the_fixture_sites_and_a_rerun_asks_nothing(tmp_path
     assert json.dumps(again.record()["items"]) == json.dumps(first.record()["items"])
     assert load_build(tmp_path / "m").selection.kept == first.selection.kept
 
+    assert main(["live", "review", "--out", str(tmp_path / "m")]) == 0
+    assert (tmp_path / "m" / "review.html").read_text().count("<article") == len(first.items)
     task = export(tmp_path / "m")
     assert task.name == "live_bench_2026_12.yaml"
     month = load_month(task.parent)
