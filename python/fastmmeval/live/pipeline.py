@@ -28,7 +28,7 @@ from fastmmeval.live.finalize import finalize_draft
 from fastmmeval.live.generate import generate_drafts
 from fastmmeval.live.prompts import PROMPT_NAMES, prompt
 from fastmmeval.live.records import Capture, Draft, Failure, Item, PageInfo, Source
-from fastmmeval.live.roles import Role, RoleSpec, build_roles
+from fastmmeval.live.roles import ROLE_NAMES, Role, RoleSpec, build_roles
 from fastmmeval.live.score import score_item
 from fastmmeval.live.select import Selection, select_items
 from fastmmeval.live.store import Blobs, StageCache, content_key
@@ -176,7 +176,7 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
     started = time.monotonic()
     space = Workspace(config.out)
     roles = roles or build_roles(config.roles)
-    missing = [r for r in ("extractor", "generator", "checker", "finalizer", "scorer") if r not in roles]
+    missing = [r for r in ROLE_NAMES if r not in roles]
     if missing:
         raise ConfigError(f"live build: no model for role(s) {', '.join(missing)}")
     cache, blobs = StageCache(space.cache_path), space.blobs
