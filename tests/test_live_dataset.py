@@ -158,7 +158,7 @@ def test_bad_decisions_files_and_exports_are_one_line_errors(month: tuple, tmp_p
         with pytest.raises(ConfigError) as e:
             read_decisions(bad)
         assert str(e.value).startswith(f"{bad}: ") and message in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(ConfigError, match="month must be YYYY-MM, got '2025-13'"):
+    with pytest.raises(ConfigError, match="month '2025-13': expected YYYY-MM"):
         export_month(items, blobs, "2025-13", tmp_path / "m", MANIFEST, selection=selection)
     with pytest.raises(ConfigError, match="the manifest has no 'prompts'"):
         export_month(items, blobs, MONTH, tmp_path / "m", {"month": MONTH}, selection=selection)

@@ -70,7 +70,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _out(args: argparse.Namespace) -> Path:
-    from fastmmeval.live.pipeline import check_month
+    from fastmmeval.live.records import check_month
 
     return args.out if args.out is not None else Path("live") / check_month(args.month)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import secrets
 import shutil
 from collections import Counter
@@ -17,13 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from fastmmeval.errors import ConfigError
-from fastmmeval.live.records import Capture, Draft, Item, Score, Source
+from fastmmeval.live.records import Capture, Draft, Item, Score, Source, check_month
 from fastmmeval.live.review import DECISIONS
 from fastmmeval.live.select import Selection, listing_key
 from fastmmeval.live.store import Blobs, sha256_hex
 from fastmmeval.util import write_json_atomic
-
-_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
 
 def livebench_features() -> Any:
@@ -144,8 +141,7 @@ def export_month(
     `out_dir` must be new, empty or an earlier export. Returns `out_dir`."""
     import datasets
 
-    if not _MONTH.fullmatch(month):
-        raise ConfigError(f"live export: month must be YYYY-MM, got {month!r}")
+    check_month(month)
     if not isinstance(manifest.get("prompts"), Mapping):
         raise ConfigError("live export: the manifest has no 'prompts' (prompt id -> sha256)")
     if out_dir.exists() and any(out_dir.iterdir()) and not _is_export(out_dir):

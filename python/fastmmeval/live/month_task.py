@@ -5,21 +5,17 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from fastmmeval.errors import ConfigError
+from fastmmeval.live.records import check_month
 
 DATA_FILE = "test.parquet"
-_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 
 
 def month_task_name(month: str) -> str:
     """`live_bench_2026_12` for month "2026-12"; ConfigError unless `month` is YYYY-MM."""
-    match = _MONTH.match(month)
-    if match is None:
-        raise ConfigError(f"month {month!r}: expected YYYY-MM (e.g. 2026-12)")
-    return f"live_bench_{match.group(1)}_{match.group(2)}"
+    return "live_bench_" + check_month(month).replace("-", "_")
 
 
 def month_task_file(month: str, dataset_dir: Path) -> str:

@@ -8,7 +8,6 @@ writes the same record."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import Counter
@@ -27,7 +26,7 @@ from fastmmeval.live.extract import extract_page
 from fastmmeval.live.finalize import finalize_draft
 from fastmmeval.live.generate import generate_drafts
 from fastmmeval.live.prompts import PROMPT_NAMES, prompt
-from fastmmeval.live.records import Capture, Draft, Failure, Item, PageInfo, Source
+from fastmmeval.live.records import Capture, Draft, Failure, Item, PageInfo, Source, check_month
 from fastmmeval.live.roles import ROLE_NAMES, Role, RoleSpec, build_roles
 from fastmmeval.live.score import score_item
 from fastmmeval.live.select import Selection, select_items
@@ -35,16 +34,6 @@ from fastmmeval.live.store import Blobs, StageCache, content_key
 from fastmmeval.util import write_bytes_atomic, write_json_atomic
 
 STAGES = ("capture", "extract", "generate", "check", "finalize", "score")
-_MONTH = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
-
-
-def check_month(month: str) -> str:
-    """`month` if it is YYYY-MM, else a ConfigError."""
-    if not _MONTH.match(month):
-        raise ConfigError(f"--month: expected YYYY-MM, got {month!r}")
-    return month
-
-
 @dataclass(frozen=True)
 class Workspace:
     """A month's build folder: `work/` (stage cache and blobs), `build.json`, `review.html`, `dataset/`."""

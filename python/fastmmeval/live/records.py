@@ -4,13 +4,24 @@ form (`record()` / `from_record`), which is what the stage cache and the month's
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from fastmmeval.errors import ConfigError
 from fastmmeval.live.store import content_key
 from fastmmeval.tasks.families.live_bench import SUBTASKS
 
-__all__ = ["SUBTASKS", "Capture", "Draft", "Failure", "Item", "PageInfo", "Score", "Source"]
+__all__ = ["SUBTASKS", "Capture", "Draft", "Failure", "Item", "PageInfo", "Score", "Source", "check_month"]
+
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+
+def check_month(month: str) -> str:
+    """`month` if it is YYYY-MM (a LiveBench month's name), else a ConfigError."""
+    if not _MONTH.fullmatch(month):
+        raise ConfigError(f"month {month!r}: expected YYYY-MM (e.g. 2026-12)")
+    return month
 
 R = TypeVar("R")
 
