@@ -362,3 +362,12 @@ def test_through_faults_every_page_and_item_is_a_record_or_a_failure(cache: Stag
     assert failures and scored  # seed 3: some of each
     assert all(f.raw is None and f.reason and f.stage in ("extract", "generate", "check", "finalize", "score")
                for f in failures)
+
+
+def test_roles_played_by_one_local_model_share_it_and_take_turns() -> None:
+    import judge_fixtures  # noqa: F401  (registers the scripted local backends)
+
+    roles = build_roles([RoleSpec("generator", "scripted_student"), RoleSpec("checker", "scripted_student"),
+                         RoleSpec("scorer", "scripted_student", {"name": "other"})])
+    assert roles["generator"].model is roles["checker"].model is not roles["scorer"].model
+    assert roles["generator"]._serial is roles["checker"]._serial is not roles["scorer"]._serial

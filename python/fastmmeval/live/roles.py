@@ -10,7 +10,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -53,9 +53,10 @@ class Reply:
 
 class Role:
     """One role of the pipeline, asked from any number of threads. API backends take the calls
-    concurrently (their adaptive limit holds across threads); a local backend takes one at a time."""
+    concurrently (their adaptive limit holds across threads); a local backend takes one at a time,
+    under `lock` (shared by the roles it plays)."""
 
-    def __init__(self, spec: RoleSpec, model: Model) -> None:
+    def __init__(self, spec: RoleSpec, model: Model, lock: AbstractContextManager[Any] | None = None) -> None:
         self.spec = spec
         self.model = model
         self.counts: Counter[str] = Counter()
@@ -63,7 +64,7 @@ class Role:
         from fastmmeval.models.api.client import ApiModel
 
         self._api = isinstance(model, ApiModel)
-        self._serial = nullcontext() if self._api else threading.Lock()
+        self._serial = nullcontext() if self._api else lock or threading.Lock()
 
     @property
     def name(self) -> str:
@@ -121,13 +122,15 @@ def _decode(data: bytes) -> Image.Image:
 
 
 def build_roles(specs: Sequence[RoleSpec]) -> dict[str, Role]:
-    """A Role per spec; roles played by the same backend with the same arguments share one model."""
-    models: dict[str, Model] = {}
+    """A Role per spec; roles played by the same backend with the same arguments share one model (and,
+    for a local one, the lock that lets one call at a time reach it)."""
+    models: dict[str, tuple[Model, threading.Lock]] = {}
     roles = {}
     for spec in specs:
         kind = MODELS.get(spec.model)
         key = content_key(spec.model, spec.args)
         if key not in models:
-            models[key] = kind(parse_args(kind.Args, spec.args, where=f"--{spec.role} model args ({spec.model})"))
-        roles[spec.role] = Role(spec, models[key])
+            args = parse_args(kind.Args, spec.args, where=f"--{spec.role} model args ({spec.model})")
+            models[key] = (kind(args), threading.Lock())
+        roles[spec.role] = Role(spec, *models[key])
     return roles
