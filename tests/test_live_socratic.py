@@ -2,8 +2,8 @@
 model (SmolLM2-135M) plays extractor, generator, checker, finalizer, scorer and judge, each reply in
 its JSON schema. Weak questions are fine; the plumbing must hold: every page and item accounted for,
 a month exported, and `fastmmeval run` on it with a judge that sees the screenshots, per subtask.
-One page takes many minutes on 2 cores (every value of every reply is a request re-reading the whole
-prompt), so it runs only when asked for: `pytest -m e2e tests/test_live_socratic.py`."""
+One page takes well over 15 minutes on 2 cores (every value of every reply is a request re-reading the
+whole prompt), so it runs only when asked for: `pytest -m e2e tests/test_live_socratic.py`."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def served() -> Iterator[ServerHandle]:
 
 def fastmmeval(*args: str) -> subprocess.CompletedProcess[str]:
     run = subprocess.run([sys.executable, "-m", "fastmmeval", *args], env=os.environ | {KEY_ENV: "local"},
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=3600)
     assert run.returncode == 0, run.stderr[-2000:]
     return run
 
