@@ -40,7 +40,7 @@ def fastmmeval(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_socratic_plays_every_role_and_the_month_is_evaluated(tmp_path: Path, served: ServerHandle) -> None:
-    role = f"base_url={served.url},model=socratic,api_key_env={KEY_ENV},cache_dir=off,timeout=600"
+    role = f"base_url={served.url},model=socratic,api_key_env={KEY_ENV},cache_dir=off,timeout=3000,max_retries=0"
     with SiteServer() as sites:
         registry = tmp_path / "sources.yaml"
         registry.write_text(yaml.safe_dump({"sources": [sites.source("brief").record()]}))
