@@ -3,8 +3,8 @@ model (SmolLM2-135M) plays extractor, generator, checker, finalizer, scorer and 
 its JSON schema. Weak questions are fine; the plumbing must hold: every page and question accounted
 for. The month's evaluation (export, then `fastmmeval run` with socratic as the judge) is expected to
 fail while SmolLM2 writes no criteria worth exactly 10 points: no item comes through to evaluate.
-One page takes well over 15 minutes on 2 cores (every value of every reply is a request re-reading the
-whole prompt), so it runs only when asked for: `pytest -m e2e tests/test_live_socratic.py`."""
+One page takes 10 to 20 minutes on 2 cores (every value of every reply is a request re-reading the whole
+prompt), so it runs only when asked for: `pytest -m e2e tests/test_live_socratic.py`."""
 
 from __future__ import annotations
 
