@@ -247,6 +247,7 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
                 f.result()  # a bug in a stage surfaces here, not as a missing item
         finally:
             stages.close()
+            cache.close()  # every stage result is in; a failed build's cache is closed too
     ordered_items = [items[k] for k in sorted(items)]
     ordered_failures = [failures[k] for k in sorted(failures)]
     selection = select_items(ordered_items, config.threshold, config.size, config.seed, earlier.questions,
@@ -254,7 +255,6 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
     manifest = _manifest(config, roles, stages, captures, selection, capture_s, time.monotonic() - started)
     result = Build(config.month, captures, ordered_items, ordered_failures, selection, manifest)
     write_json_atomic(space.build_path, result.record())
-    cache.close()
     return result
 
 
@@ -317,12 +317,14 @@ def capture_sources(month: str, out: Path, sources: Sequence[Source], settings: 
     sources' hosts)."""
     check_month(month)
     space = Workspace(out)
+    previous = _Earlier.read(earlier).captures
     cache = StageCache(space.cache_path)
-    with tqdm(total=len(sources), desc="capture", unit="page", disable=not progress) as bar:
-        captures = capture_pages(list(sources), settings, space.blobs, cache, month,
-                                 previous=_Earlier.read(earlier).captures, allow=allow,
-                                 done=lambda i, capture: bar.update(1))
-    cache.close()
+    try:
+        with tqdm(total=len(sources), desc="capture", unit="page", disable=not progress) as bar:
+            captures = capture_pages(list(sources), settings, space.blobs, cache, month, previous=previous,
+                                     allow=allow, done=lambda i, capture: bar.update(1))
+    finally:
+        cache.close()
     write_json_atomic(out / "captures.json", [c.record() for c in captures])
     return captures
 

@@ -19,6 +19,7 @@ from PIL import Image
 
 from fastmmeval.live.prompts import Prompt
 from fastmmeval.live.store import StageCache, content_key
+from fastmmeval.models.api.client import ApiModel
 from fastmmeval.models.base import MODELS, Model, failure_reason, parse_args
 from fastmmeval.models.structured import answer_structured
 from fastmmeval.protocol import GenerationSettings, ImagePart, Message, Request, TextPart
@@ -61,8 +62,6 @@ class Role:
         self.model = model
         self.counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
-        from fastmmeval.models.api.client import ApiModel
-
         self._api = isinstance(model, ApiModel)
         self._serial = nullcontext() if self._api else lock or threading.Lock()
 
