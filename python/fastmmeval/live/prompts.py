@@ -41,17 +41,22 @@ class Prompt:
         try:
             return string.Template(self.user).substitute({k: str(v) for k, v in values.items()})
         except KeyError as e:
-            raise ConfigError(f"live prompt {self.id}: no value for ${e.args[0]}") from None
+            raise ConfigError(f"prompt {self.id}: no value for ${e.args[0]}") from None
+
+
+def prompt(name: str) -> Prompt:
+    """The live pipeline's prompt `name` (a file `live/prompts/<name>.yaml`)."""
+    return packaged_prompt("fastmmeval.live", name)
 
 
 @cache
-def prompt(name: str) -> Prompt:
-    """The packaged prompt `name` (a file `prompts/<name>.yaml`)."""
-    path = resources.files("fastmmeval.live") / "prompts" / f"{name}.yaml"
+def packaged_prompt(package: str, name: str) -> Prompt:
+    """The prompt `name` shipped in `package` (a file `prompts/<name>.yaml` inside it)."""
+    path = resources.files(package) / "prompts" / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"no live prompt named {name!r}")
+        raise ConfigError(f"no prompt named {name!r} in {package}")
     raw = path.read_bytes()
     data = yaml.safe_load(raw.decode("utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("version"), int) or not isinstance(data.get("user"), str):
-        raise ConfigError(f"live prompt {path}: expected a mapping with an integer `version` and a `user` template")
+        raise ConfigError(f"prompt {path}: expected a mapping with an integer `version` and a `user` template")
     return Prompt(name, data["version"], str(data.get("system") or ""), data["user"], sha256_hex(raw))

@@ -12,7 +12,7 @@ from fastmmeval.errors import ConfigError
 from fastmmeval.live.store import content_key
 from fastmmeval.tasks.families.live_bench import SUBTASKS
 
-__all__ = ["SUBTASKS", "Capture", "Draft", "Failure", "Item", "PageInfo", "Score", "Source", "check_month"]
+__all__ = ["SUBTASKS", "Capture", "Record", "Draft", "Failure", "Item", "PageInfo", "Score", "Source", "check_month"]
 
 _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
@@ -26,7 +26,7 @@ def check_month(month: str) -> str:
 R = TypeVar("R")
 
 
-class _Record:
+class Record:
     def record(self) -> dict[str, Any]:
         """The JSON-able form."""
         return dataclasses.asdict(self)  # type: ignore[call-overload]
@@ -39,7 +39,7 @@ class _Record:
 
 
 @dataclass(frozen=True)
-class Source(_Record):
+class Source(Record):
     """A site to capture: its name, URL, category (news, forum, finance, ...) and language (BCP 47)."""
 
     name: str
@@ -49,7 +49,7 @@ class Source(_Record):
 
 
 @dataclass
-class Capture(_Record):
+class Capture(Record):
     """One capture of a source: the screenshots (sha256 of PNG blobs, in page order), their perceptual
     hashes, the page text and HTML (sha256 of `.txt` / `.html` blobs), where the browser ended up, the
     HTTP status and the UTC time. A failed capture has `error` and no screens; `unchanged` when its
@@ -86,7 +86,7 @@ class Capture(_Record):
 
 
 @dataclass
-class PageInfo(_Record):
+class PageInfo(Record):
     """What the extractor read off a page: its text, its meaningful images and what they show, and
     what is new on it."""
 
@@ -96,7 +96,7 @@ class PageInfo(_Record):
 
 
 @dataclass
-class Draft(_Record):
+class Draft(Record):
     """A question at one of SUBTASKS with its reference answer and 0-10 grading criteria, as the
     generator wrote it or a later stage rewrote it; `page` is the capture key it was written from."""
 
@@ -114,7 +114,7 @@ class Draft(_Record):
 
 
 @dataclass
-class Score(_Record):
+class Score(Record):
     """The scorer's grade of a finished item: authenticity (0-5), coherence (0-3), clarity (0-2),
     their sum and its reason."""
 
@@ -130,7 +130,7 @@ class Score(_Record):
 
 
 @dataclass
-class Failure(_Record):
+class Failure(Record):
     """A page or item a stage could not produce: which stage, whose id, why, and the raw reply the
     stage could not use (None when the call itself failed)."""
 
@@ -141,7 +141,7 @@ class Failure(_Record):
 
 
 @dataclass
-class Item(_Record):
+class Item(Record):
     """A finished item: the finalized draft, its score, the capture it came from, and which role
     models wrote, checked, finalized and scored it."""
 
