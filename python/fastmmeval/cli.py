@@ -32,6 +32,7 @@ FLOWS: dict[str, str] = {
     "serve": "fastmmeval.serve.cli",
     "judge": "fastmmeval.judge.cli",
     "live": "fastmmeval.live.cli",
+    "evolve": "fastmmeval.evolve.cli",
 }
 SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task

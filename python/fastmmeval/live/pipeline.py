@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ from fastmmeval.live.check import check_draft
 from fastmmeval.live.extract import extract_page
 from fastmmeval.live.finalize import finalize_draft
 from fastmmeval.live.generate import generate_drafts
+from fastmmeval.live.progress import StageProgress
 from fastmmeval.live.prompts import PROMPT_NAMES, prompt
 from fastmmeval.live.records import Capture, Draft, Failure, Item, PageInfo, Source, check_month
 from fastmmeval.live.roles import ROLE_NAMES, Role, RoleSpec, build_roles
@@ -132,32 +132,6 @@ def load_build(root: Path) -> Build:
     return Build.from_record(json.loads(path.read_text(encoding="utf-8")))
 
 
-class _Stages:
-    """Counts and progress bars per stage, safe to update from any thread."""
-
-    def __init__(self, show: bool) -> None:
-        self.counts: dict[str, Counter[str]] = {s: Counter() for s in STAGES}
-        self.bars = {s: tqdm(total=0, desc=f"{s:<8}", unit="call" if s != "capture" else "page", position=i,
-                             disable=not show, leave=True) for i, s in enumerate(STAGES)}
-        self._lock = threading.Lock()
-
-    def expect(self, stage: str, n: int = 1) -> None:
-        with self._lock:
-            self.counts[stage]["in"] += n
-            bar = self.bars[stage]
-            bar.total += n
-            bar.refresh()
-
-    def done(self, stage: str, ok: bool) -> None:
-        with self._lock:
-            self.counts[stage]["out" if ok else "failed"] += 1
-            self.bars[stage].update(1)
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-
-
 def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
     """Build the month `config` describes (see the module docstring); `roles` may be given ready-made
     (tests), else they are built from `config.roles`."""
@@ -170,7 +144,7 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
         raise ConfigError(f"live build: no model for role(s) {', '.join(missing)}")
     cache, blobs = StageCache(space.cache_path), space.blobs
     earlier = _Earlier.read(config.earlier)
-    stages = _Stages(config.progress)
+    stages = StageProgress(STAGES, config.progress)
     items: dict[tuple[int, int], Item] = {}
     failures: dict[tuple[int, int], Failure] = {}
     lock = threading.Lock()
@@ -258,7 +232,7 @@ def build(config: BuildConfig, roles: dict[str, Role] | None = None) -> Build:
     return result
 
 
-def _manifest(config: BuildConfig, roles: dict[str, Role], stages: _Stages, captures: Sequence[Capture],
+def _manifest(config: BuildConfig, roles: dict[str, Role], stages: StageProgress, captures: Sequence[Capture],
               selection: Selection, capture_s: float, wall_s: float) -> dict[str, Any]:
     counts = {s: dict(c) for s, c in stages.counts.items()}
     counts["capture"] = {"in": len(captures), "out": sum(c.error is None for c in captures),

@@ -110,11 +110,17 @@ _OPTION_INLINE = re.compile(r"(?<!\w)[(\[]?([A-D])[)\]]\s*\S")
 def read_reply(text: str, prompt_name: str) -> dict[str, Any]:
     """The JSON object in `text` (repaired as the judge parser repairs), valid for the schema of
     the prompt `prompt_name`."""
+    return read_object(text, SCHEMAS[prompt_name])
+
+
+def read_object(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object in `text` (repaired as the judge parser repairs), valid for `schema`; a
+    ReplyError naming the first field at fault otherwise."""
     try:
         obj = parse_object(text)
     except JudgmentError:
         raise ReplyError(f"no JSON object in the reply: {_one_line(text)[:80]!r}") from None
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMAS[prompt_name]).iter_errors(obj))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(obj))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "reply"
         raise ReplyError(f"{where}: {_one_line(error.message)[:160]}")
