@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastmmeval.evolve.ask import ask
 from fastmmeval.evolve.records import Candidate, Failure, Judgment, Round
 from fastmmeval.evolve.replies import SCHEMAS
-from fastmmeval.evolve.sources import ImageSource
+from fastmmeval.evolve.sources import ImageSource, Retrieved
 from fastmmeval.evolve.spec import AtomicSpec
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache, content_key
@@ -35,23 +35,26 @@ class ControllerSettings:
 
 @dataclass
 class Controlled:
-    """What the controller did for one initial query: its rounds, q*, and every candidate judged after
-    retrieving with q* (in rank order) with its judgment or the judge's failure."""
+    """What the controller did for one initial query: its rounds, q*, every candidate judged after
+    retrieving with q* (in rank order) with its judgment or the judge's failure, the calls that failed,
+    and the images the source looked at and dropped ({url, reason})."""
 
     rounds: list[Round]
     query: str
     judged: list[tuple[Candidate, Judgment | Failure]]
     failures: list[Failure]
+    dropped: list[dict[str, str]]
 
 
-def retrieve(source: ImageSource, query: str, limit: int, blobs: Blobs, cache: StageCache) -> list[Candidate]:
-    """The source's top `limit` candidates for `query`, fetched once: a rerun reads them from the cache."""
+def retrieve(source: ImageSource, query: str, limit: int, blobs: Blobs, cache: StageCache) -> Retrieved:
+    """The source's top `limit` candidates for `query` (and what it dropped, with why), fetched once: a
+    rerun reads them from the cache."""
     key = content_key("retrieve", source.name, source.fingerprint(), query, limit)
     hit = cache.get(key)
     if hit is not None:
-        return [Candidate.from_record(c) for c in hit]
+        return Retrieved((Candidate.from_record(c) for c in hit["candidates"]), hit["dropped"])
     found = source.retrieve(query, limit, blobs)
-    cache.put(key, "retrieve", [c.record() for c in found])
+    cache.put(key, "retrieve", {"candidates": [c.record() for c in found], "dropped": found.dropped})
     return found
 
 
@@ -113,4 +116,4 @@ def control(q0: str, atomic: AtomicSpec, source: ImageSource, judge_role: Role, 
         rounds[-1].next_query = update
         query = update
     final = retrieve(source, query, settings.retrieve, blobs, cache)
-    return Controlled(rounds, query, list(zip(final, judged(final), strict=True)), failures)
+    return Controlled(rounds, query, list(zip(final, judged(final), strict=True)), failures, final.dropped)

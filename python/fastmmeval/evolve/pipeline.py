@@ -237,6 +237,7 @@ def _acquire(update: Update, spec: Spec, name: str) -> tuple[Acquired, list[Fail
     rounds: list[dict[str, Any]] = []
     judged: dict[str, tuple[Candidate, bool, str]] = {}
     failures: list[Failure] = []
+    source_dropped: list[dict[str, str]] = []
 
     def counted(n: int) -> None:
         update.progress.expect("judge", n)
@@ -250,6 +251,7 @@ def _acquire(update: Update, spec: Spec, name: str) -> tuple[Acquired, list[Fail
         for q0, controlled in zip(atomic.plan.queries, controls, strict=True):
             rounds.append({"q0": q0, "rounds": [r.record() for r in controlled.rounds], "query": controlled.query})
             failures += controlled.failures
+            source_dropped += controlled.dropped
             for candidate, judgment in controlled.judged:
                 if candidate.sha in judged:
                     continue
@@ -259,7 +261,7 @@ def _acquire(update: Update, spec: Spec, name: str) -> tuple[Acquired, list[Fail
                     why = "; ".join(judgment.rationales)
                     judged[candidate.sha] = (candidate, judgment.accept, "" if judgment.accept else f"judge: {why}")
         accepted = [c for c, ok, _ in judged.values() if ok]
-        dropped = [{"sha": c.sha, "reason": why} for c, ok, why in judged.values() if not ok]
+        dropped = [*source_dropped, *({"sha": c.sha, "reason": why} for c, ok, why in judged.values() if not ok)]
         kept, duplicates = drop_duplicates(accepted, update.blobs, update.near_copies())
         dropped += duplicates
         for c in kept[update.config.images:]:
