@@ -56,6 +56,15 @@ def test_the_catalog_resolves_a_parent_by_task_name_in_any_folder(tmp_path: Path
     assert child.dataset.base_dir == str(tmp_path / "a")
 
 
+def test_a_parent_by_name_resolves_its_own_extends_in_its_own_folder(tmp_path: Path) -> None:
+    # mmbench_en_dev extends the built-in `_mmbench.yaml`: a file outside this folder, but inside the parent's.
+    write(tmp_path, "v1/mine.yaml", "task: mine\nextends: mmbench_en_dev\ndataset: {path: null, name: null, "
+          "data_files: {dev: dev.parquet}}\n")  # fmt: skip
+    mine, original = Catalog([tmp_path / "v1"]).tasks.get("mine"), Catalog().tasks.get("mmbench_en_dev")
+    assert mine.metrics == original.metrics and mine.doc_to_messages == original.doc_to_messages
+    assert mine.dataset.data_files == {"dev": ["dev.parquet"]} and mine.dataset.base_dir == str(tmp_path / "v1")
+
+
 def test_a_cycle_is_refused_with_file_and_line(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", "task: a\nextends: b\n")
     write(tmp_path, "b.yaml", "task: b\nsplit: x\nextends: a\n")

@@ -124,6 +124,40 @@ def _publish(tmp: Path, out_dir: Path) -> None:
     shutil.rmtree(old)
 
 
+def write_export(
+    out_dir: Path,
+    data: Any,
+    parquet: str,
+    manifest: Mapping[str, Any],
+    export: Mapping[str, Any],
+    what: str,
+    files: Mapping[str, bytes] | None = None,
+) -> Path:
+    """Write the dataset `data` into `out_dir` as the parquet file `parquet`, a `save_to_disk` copy in
+    `hf/`, `files` (name -> bytes) and manifest.json (`manifest` plus "export": `export` and the parquet
+    file's sha256). The folder appears whole (built beside it, then renamed into place) and the same
+    inputs give the same bytes. `out_dir` must be new, empty or an earlier export (else a ConfigError
+    naming `what`, e.g. "a month's export"). Returns `out_dir`."""
+    if out_dir.exists() and any(out_dir.iterdir()) and not _is_export(out_dir):
+        raise ConfigError(f"{out_dir}: exists and holds something other than {what}; give a new folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (*out_dir.parent.glob(f".{out_dir.name}.*.tmp"), *out_dir.parent.glob(f".{out_dir.name}.*.old")):
+        shutil.rmtree(stale, ignore_errors=True)  # left by an export that was killed
+    tmp = out_dir.with_name(f".{out_dir.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        tmp.mkdir()
+        data.to_parquet(str(tmp / parquet))
+        data.save_to_disk(str(tmp / "hf"))
+        for name, content in (files or {}).items():
+            (tmp / name).write_bytes(content)
+        digest = sha256_hex((tmp / parquet).read_bytes())
+        write_json_atomic(tmp / "manifest.json", {**manifest, "export": {**export, parquet: digest}})
+        _publish(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
 def export_month(
     items: Sequence[Item],
     blobs: Blobs,
@@ -144,34 +178,19 @@ def export_month(
     check_month(month)
     if not isinstance(manifest.get("prompts"), Mapping):
         raise ConfigError("live export: the manifest has no 'prompts' (prompt id -> sha256)")
-    if out_dir.exists() and any(out_dir.iterdir()) and not _is_export(out_dir):
-        raise ConfigError(f"{out_dir}: exists and holds something other than a month's export; give a new folder")
     rows, changes = _chosen(items, selection, decisions or {})
     prompts = list(manifest["prompts"])
     data = datasets.Dataset.from_list(
         [_row(k, item, blobs, prompts) for k, item in enumerate(rows)], features=month_features()
     )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (*out_dir.parent.glob(f".{out_dir.name}.*.tmp"), *out_dir.parent.glob(f".{out_dir.name}.*.old")):
-        shutil.rmtree(stale, ignore_errors=True)  # left by an export that was killed
-    tmp = out_dir.with_name(f".{out_dir.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        tmp.mkdir()
-        data.to_parquet(str(tmp / "test.parquet"))
-        data.save_to_disk(str(tmp / "hf"))
-        export = {
-            "month": month,
-            "items": len(items),
-            **changes,
-            "rows": len(rows),
-            "by_subtask": dict(Counter(Draft.from_record(i.draft).subtask for i in rows)),
-            "test.parquet": sha256_hex((tmp / "test.parquet").read_bytes()),
-        }
-        write_json_atomic(tmp / "manifest.json", {**manifest, "export": export})
-        _publish(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    export = {
+        "month": month,
+        "items": len(items),
+        **changes,
+        "rows": len(rows),
+        "by_subtask": dict(Counter(Draft.from_record(i.draft).subtask for i in rows)),
+    }
+    return write_export(out_dir, data, "test.parquet", manifest, export, "a month's export")
 
 
 def load_month(path: Path) -> Any:

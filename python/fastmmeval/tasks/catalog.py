@@ -25,7 +25,7 @@ class Catalog:
         self.tasks: Registry[TaskConfig] = Registry("task")
         self.groups: dict[str, list[str]] = {}
         files: list[tuple[Path, Path, LineDict]] = []  # (root folder, file, mapping as written)
-        templates: dict[str, tuple[Path, LineDict]] = {}  # by name: (file, mapping as written)
+        templates: dict[str, tuple[Path, LineDict, Path]] = {}  # by name: (file, mapping as written, folder)
         for folder in [BUILTIN_DIR, *include_paths]:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--include_path {folder}: not a folder")
@@ -37,8 +37,8 @@ class Catalog:
                     raise ConfigError(f"{path}:{data.line_of('task')}: a `_*.yaml` file is a template, not a "
                                       "task: rename the file or drop `task:`")
                 else:
-                    templates.setdefault(path.stem, (path, data))
-        written = {d["task"]: (path, d) for _, path, d in files if isinstance(d.get("task"), str)}
+                    templates.setdefault(path.stem, (path, data, Path(folder)))
+        written = {d["task"]: (path, d, root) for root, path, d in files if isinstance(d.get("task"), str)}
         parents = {**templates, **written}
         subsets: list[tuple[Path, LineDict]] = []
         for root, path, data in files:

@@ -15,8 +15,9 @@ from fastmmeval.errors import ConfigError
 from fastmmeval.tasks.yaml_lines import LineDict, load_yaml
 
 EXTENDS = "extends"
-# Finds a parent by task name: its file and mapping as written (before its own `extends` is resolved).
-FindTask = Callable[[str], tuple[Path, LineDict] | None]
+# Finds a parent by task name: its file, its mapping as written (before its own `extends` is resolved) and
+# the task folder that file is in (which its own `extends` of a file may not leave).
+FindTask = Callable[[str], tuple[Path, LineDict, Path] | None]
 
 
 def resolve_extends(path: Path, data: LineDict, root: Path, find_task: FindTask | None = None) -> LineDict:
@@ -33,12 +34,12 @@ def _resolve(path: Path, data: LineDict, root: Path, find_task: FindTask | None,
     where = data.where(EXTENDS)
     if not isinstance(ref, str) or not ref.strip():
         raise ConfigError(f"{where}: field 'extends': expected a task file or a task name, got {ref!r}")
-    parent_path, parent = _find_parent(ref, path, root, find_task, where)
+    parent_path, parent, parent_root = _find_parent(ref, path, root, find_task, where)
     chain = (*chain, path.resolve())
     if parent_path.resolve() in chain:
         names = " -> ".join(p.name for p in (*chain, parent_path))
         raise ConfigError(f"{where}: extends: {ref!r} makes a cycle ({names})")
-    parent = _resolve(parent_path, parent, root, find_task, chain)
+    parent = _resolve(parent_path, parent, parent_root, find_task, chain)
     child = LineDict({k: v for k, v in data.items() if k != EXTENDS})
     _copy_marks(data, child)
     return merge(parent, child)
@@ -46,14 +47,14 @@ def _resolve(path: Path, data: LineDict, root: Path, find_task: FindTask | None,
 
 def _find_parent(
     ref: str, path: Path, root: Path, find_task: FindTask | None, where: str
-) -> tuple[Path, LineDict]:
+) -> tuple[Path, LineDict, Path]:
     if ref.endswith((".yaml", ".yml")):
         parent_path = (path.parent / ref).resolve()
         if not parent_path.is_relative_to(root.resolve()):
             raise ConfigError(f"{where}: extends: {ref!r} is outside the task folder {root}")
         if not parent_path.is_file():
             raise ConfigError(f"{where}: extends: no task file {ref!r} next to {path.name}")
-        return parent_path, load_yaml(parent_path)
+        return parent_path, load_yaml(parent_path), root
     found = find_task(ref) if find_task is not None else None
     if found is None:
         hint = "" if find_task is not None else " (a task name is looked up in the catalog; here give a .yaml file)"

@@ -38,6 +38,12 @@ class Rows(Sequence):
     def __len__(self) -> int:
         return len(self._data)
 
+    @property
+    def features(self) -> Any:
+        """The rows' `datasets.Features` when `datasets` read them (hub, save_to_disk); None for rows read
+        from jsonl or parquet files."""
+        return None if isinstance(self._data, list) else self._data.features
+
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
         if isinstance(self._data, list):
             return dict(self._data[i])
