@@ -141,6 +141,40 @@ def test_a_failed_judgment_accepts_nothing_and_is_recorded(tmp_path, workspace) 
         f"alpha picture {j}" for j in range(3, 10)]
 
 
+def test_the_rewritten_query_is_what_the_next_search_receives(workspace, monkeypatch) -> None:
+    from evolve_servers import NOW, SerperStandIn
+
+    blobs, cache = workspace
+    monkeypatch.setenv("SERPER_API_KEY", "fixture-key")
+    reject = json.dumps({"accept": False, "rationales": ["no circles are visible"]})
+    with SerperStandIn(key="fixture-key") as serper, \
+            EvolveLLM({"judge": reject, "update_query": next_word(["red circles", "blue squares"])}) as llm, \
+            ThreadPoolExecutor(4) as pool:
+        source = open_source("serper", base_url=serper.base_url, now=NOW)
+        judge, writer = roles(llm)
+        done = control("street signs", ATOMIC, source, judge, writer, blobs, cache, pool,
+                       ControllerSettings(k=3, tau=0.7, m=3, retrieve=5))
+        assert [q["q"] for q in serper.queries] == ["street signs", "red circles", "blue squares", "blue squares"]
+        assert [q["num"] for q in serper.queries] == [3, 3, 3, 5]
+        assert all(q["tbs"] == "qdr:y" for q in serper.queries)  # the past year
+    assert done.query == "blue squares" and [r.rho for r in done.rounds] == [0.0, 0.0, 0.0]
+    assert all(isinstance(j, Judgment) and not j.accept for _, j in done.judged)
+
+
+def test_a_source_that_cannot_be_searched_is_a_recorded_failure(workspace, monkeypatch) -> None:
+    from evolve_servers import NOW, SerperStandIn
+
+    blobs, cache = workspace
+    monkeypatch.setenv("SERPER_API_KEY", "a-wrong-key")
+    with SerperStandIn(key="fixture-key") as serper, EvolveLLM() as llm, ThreadPoolExecutor(4) as pool:
+        source = open_source("serper", base_url=serper.base_url, now=NOW)
+        judge, writer = roles(llm)
+        done = control("street signs", ATOMIC, source, judge, writer, blobs, cache, pool,
+                       ControllerSettings(k=3, tau=0.7, m=1, retrieve=5))
+    assert done.judged == [] and {f.stage for f in done.failures} == {"retrieve"}
+    assert "a-wrong-key" not in json.dumps([f.record() for f in done.failures])
+
+
 def test_feedback_is_each_rejected_rationale_once() -> None:
     judgments = [Judgment("a", False, ["blurry", "too dark"]), Judgment("b", True, ["clear"]),
                  Judgment("c", False, ["blurry"])]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastmmeval.evolve.ask import ask
 from fastmmeval.evolve.records import Candidate, Failure, Judgment, Round
 from fastmmeval.evolve.replies import SCHEMAS
-from fastmmeval.evolve.sources import ImageSource, Retrieved
+from fastmmeval.evolve.sources import ImageSource, Retrieved, SourceError
 from fastmmeval.evolve.spec import AtomicSpec
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache, content_key
@@ -92,8 +92,15 @@ def control(q0: str, atomic: AtomicSpec, source: ImageSource, judge_role: Role, 
             progress(len(out))
         return out
 
+    def fetch(q: str, limit: int) -> Retrieved:
+        try:
+            return retrieve(source, q, limit, blobs, cache)
+        except SourceError as e:  # the source could not be searched: nothing retrieved, never cached
+            failures.append(Failure("retrieve", f"{atomic.name}/{q}", str(e)))
+            return Retrieved()
+
     for m in range(settings.m):
-        found = retrieve(source, query, settings.k, blobs, cache)
+        found = fetch(query, settings.k)
         judgments = judged(found)
         # rho over the K retrieved (over fewer when the source returned fewer); a failed judgment accepts nothing
         rho = sum(isinstance(j, Judgment) and j.accept for j in judgments) / max(1, len(found))
@@ -115,5 +122,5 @@ def control(q0: str, atomic: AtomicSpec, source: ImageSource, judge_role: Role, 
             break  # the query cannot change: it is q*
         rounds[-1].next_query = update
         query = update
-    final = retrieve(source, query, settings.retrieve, blobs, cache)
+    final = fetch(query, settings.retrieve)
     return Controlled(rounds, query, list(zip(final, judged(final), strict=True)), failures, final.dropped)

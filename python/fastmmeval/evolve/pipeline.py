@@ -161,7 +161,8 @@ class Update:
         with self.lock:
             if self._near is None:
                 rows = [r for a in self.benchmark.atomic_tasks() for r in self.benchmark.questions(a)]
-                self._near = NearCopies.from_images(self.benchmark.image(r) for r in rows)
+                self._near = NearCopies.from_images((f"{self.benchmark.task} row {r}", self.benchmark.image(r))
+                                                    for r in rows)
             return self._near
 
     def close(self) -> None:
