@@ -12,7 +12,7 @@ import dataclasses
 import io
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -124,6 +124,29 @@ def same_page(capture: Capture, earlier: Capture | None) -> bool:
     )
 
 
+@contextlib.asynccontextmanager
+async def chromium(allowed: frozenset[str], user: str = "live capture") -> AsyncIterator[Browser]:
+    """Debian's Chromium driven by Playwright, whose resolver reaches the `allowed` hosts only, closed when
+    the block ends; a ConfigError naming `user` (what needs it) if it cannot start."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        raise ConfigError(f"{user} needs Chromium: no `chromium` on PATH (Debian: apt-get install chromium)")
+    try:
+        from playwright.async_api import Error as PlaywrightError
+        from playwright.async_api import async_playwright
+    except ImportError:
+        raise ConfigError(f"{user} needs Playwright: pip install 'fastmmeval[live]'") from None
+    async with async_playwright() as playwright:
+        try:
+            browser = await playwright.chromium.launch(executable_path=executable, args=[_resolver_rules(allowed)])
+        except PlaywrightError as e:
+            raise ConfigError(f"could not start Chromium ({executable}): {first_line(e)}") from None
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
 async def _capture_all(
     jobs: list[tuple[int, Source]],
     settings: CaptureSettings,
@@ -131,19 +154,7 @@ async def _capture_all(
     allowed: frozenset[str],
     finished: Callable[[int, Capture, bool], None],
 ) -> None:
-    executable = shutil.which("chromium")
-    if executable is None:
-        raise ConfigError("live capture needs Chromium: no `chromium` on PATH (Debian: apt-get install chromium)")
-    try:
-        from playwright.async_api import Error as PlaywrightError
-        from playwright.async_api import async_playwright
-    except ImportError:
-        raise ConfigError("live capture needs Playwright: pip install 'fastmmeval[live]'") from None
-    async with async_playwright() as playwright:
-        try:
-            browser = await playwright.chromium.launch(executable_path=executable, args=[_resolver_rules(allowed)])
-        except PlaywrightError as e:
-            raise ConfigError(f"could not start Chromium ({executable}): {_first_line(e)}") from None
+    async with chromium(allowed) as browser:
         gate = asyncio.Semaphore(settings.contexts)
 
         async def one(i: int, source: Source) -> None:
@@ -151,10 +162,7 @@ async def _capture_all(
                 capture, lasting = await _capture(browser, source, settings, blobs, allowed)
             finished(i, capture, lasting)
 
-        try:
-            await asyncio.gather(*(one(i, source) for i, source in jobs))
-        finally:
-            await browser.close()
+        await asyncio.gather(*(one(i, source) for i, source in jobs))
 
 
 def _resolver_rules(allowed: frozenset[str]) -> str:
@@ -165,7 +173,7 @@ def _resolver_rules(allowed: frozenset[str]) -> str:
     return "--host-resolver-rules=" + ", ".join(["MAP * ~NOTFOUND", *exclude])
 
 
-class _Guard:
+class Guard:
     """The allowlist at work in one browser context: refuses the requests off it, noting their hosts
     (`blocked`) and the main-frame navigations among them (`refused`)."""
 
@@ -204,7 +212,7 @@ async def _capture(
     from playwright.async_api import Error as PlaywrightError
     from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-    guard = _Guard(allowed)
+    guard = Guard(allowed)
 
     def failed(reason: str, **found: Any) -> Capture:
         return Capture(source.record(), settings.mode, source.url, captured_at=_utc_now(), error=reason,
@@ -224,7 +232,7 @@ async def _capture(
             service_workers="block",
         )
     except PlaywrightError as e:
-        return failed(f"browser: {_first_line(e)}"), False
+        return failed(f"browser: {first_line(e)}"), False
     try:
         await context.route(re.compile(r"^https?://"), guard.route)
         page = await context.new_page()
@@ -242,12 +250,12 @@ async def _capture(
             return failed("browser: no response"), False
         if response.status >= 400:
             return failed(f"HTTP {response.status}", status=response.status, final_url=page.url), True
-        await _settle(page, settings.idle_cap_s)
+        await settle(page, settings.idle_cap_s)
         pngs = await _screens(page, settings)
         text = await page.evaluate("() => document.body ? document.body.innerText : ''")
         html = await page.content()
     except PlaywrightError as e:
-        return failed(f"browser: {_first_line(e)}"), False
+        return failed(f"browser: {first_line(e)}"), False
     finally:
         with contextlib.suppress(PlaywrightError):
             await context.unroute_all(behavior="ignoreErrors")
@@ -268,7 +276,7 @@ async def _capture(
     ), True
 
 
-async def _settle(page: Page, cap_s: float) -> None:
+async def settle(page: Page, cap_s: float) -> None:
     """Wait for the load event, then for the network to go quiet, `cap_s` seconds at most in all."""
     from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
@@ -322,7 +330,7 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """The error's first line without Playwright's 'Page.goto: ' in front."""
     line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return _API_PREFIX.sub("", line)

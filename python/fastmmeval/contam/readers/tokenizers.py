@@ -52,7 +52,7 @@ def _unicode_drift(recorded: dict[str, Any], tok: Any) -> str | None:
     )
 
 
-def _recorded_image_spec(recorded: dict[str, Any] | None) -> str:
+def recorded_image_spec(recorded: dict[str, Any] | None) -> str:
     """The spec that gives the image tokenizer an index was built with: `offline` as recorded names the
     latest version, so the offline tokenizer's version comes from the recorded fingerprint."""
     if recorded is None:
@@ -74,7 +74,7 @@ def index_tokenizers(
     recorded_text = meta.get("text_tokenizer") or {}
     recorded_image = meta.get("image_tokenizer")
     text_choice = text_spec or recorded_text.get("spec", "words")
-    image_choice = image_spec or _recorded_image_spec(recorded_image)
+    image_choice = image_spec or recorded_image_spec(recorded_image)
     text_tok, image_tok = make_text_tokenizer(text_choice), make_image_tokenizer(image_choice)
     if recorded_text and text_tok.fingerprint != recorded_text.get("fingerprint"):
         raise ConfigError(
