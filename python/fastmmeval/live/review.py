@@ -4,7 +4,7 @@ button downloads a decisions file, and the reader of that file, which `export_mo
 
 The page loads nothing: screenshots are data URIs (thumbnails in the page, each full image once, shown on
 click) and its content security policy allows no fetch. What the models wrote is data: every text is
-HTML-escaped."""
+HTML-escaped. The page's frame (`review_html`: header, viewer, JSON download) serves evolve's review too."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import base64
 import html
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from PIL import Image
@@ -45,7 +45,9 @@ fieldset { border: 0; padding: 6px 0 0; }
 #viewer img { display: block; margin: 16px auto; max-width: none; }
 """
 
-_SCRIPT = """
+# The page's image viewer (a thumbnail opens its full image, held once in #full-images) and `saveJson`,
+# which downloads a JSON file: what every review page shares.
+_VIEWER_SCRIPT = """
 const full = JSON.parse(document.getElementById("full-images").textContent);
 const viewer = document.getElementById("viewer");
 for (const img of document.querySelectorAll("img.thumb")) {
@@ -55,6 +57,20 @@ for (const img of document.querySelectorAll("img.thumb")) {
   });
 }
 viewer.addEventListener("click", () => { viewer.hidden = true; viewer.firstElementChild.removeAttribute("src"); });
+function saveJson(data, name) {
+  const body = JSON.stringify(data, null, 1) + "\\n";
+  const url = URL.createObjectURL(new Blob([body], {type: "application/json"}));
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}
+"""
+
+_SCRIPT = """
 function decisions() {
   const out = {};
   for (const item of document.querySelectorAll("article.item")) {
@@ -73,34 +89,53 @@ function tally() {
 document.addEventListener("change", tally);
 tally();
 document.getElementById("save").addEventListener("click", () => {
-  const body = JSON.stringify({format: FORMAT, version: 1, decisions: decisions()}, null, 1) + "\\n";
-  const url = URL.createObjectURL(new Blob([body], {type: "application/json"}));
-  const link = document.createElement("a");
-  link.href = url;
-  link.download = "decisions.json";
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 0);
+  saveJson({format: FORMAT, version: 1, decisions: decisions()}, "decisions.json");
 });
 """
 
 
-def _data_uri(mime: str, data: bytes) -> str:
+def data_uri(mime: str, data: bytes) -> str:
+    """`data` as a data: URI of type `mime`."""
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def _thumbnail(png: bytes) -> str:
-    with Image.open(io.BytesIO(png)) as image:
+def thumbnail(image_bytes: bytes) -> str:
+    """A JPEG data URI of the image, at most THUMBNAIL in size."""
+    with Image.open(io.BytesIO(image_bytes)) as image:
         small = image.convert("RGB")
         small.thumbnail(THUMBNAIL)
         buf = io.BytesIO()
         small.save(buf, format="JPEG", quality=80)
-    return _data_uri("image/jpeg", buf.getvalue())
+    return data_uri("image/jpeg", buf.getvalue())
 
 
-def _field(name: str, value: str) -> str:
+def field_html(name: str, value: str) -> str:
+    """A definition-list entry, both texts escaped."""
     return f"<dt>{html.escape(name)}</dt><dd>{html.escape(value)}</dd>"
+
+
+def review_html(title: str, controls: str, articles: str, full: Mapping[str, str], script: str, style: str = "") -> str:
+    """A self-contained review page: `title` (text), the header's `controls` and the `articles` (markup,
+    every text in them escaped by the caller), the full images by id (data URIs) that thumbnails
+    (`img.thumb` with `data-full`) open, and the page's own `script` (which may call `saveJson(data,
+    name)`) and extra `style`. Its content security policy allows no fetch."""
+    images = json.dumps(dict(full)).replace("<", "\\u003c")
+    policy = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+    heading = html.escape(title)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{policy}">
+<title>{heading}</title><style>{_STYLE}{style}</style></head>
+<body><header><h1>{heading}</h1>
+{controls}</header>
+<main>
+{articles}
+</main>
+<div id="viewer" hidden><img alt="full image"></div>
+<script type="application/json" id="full-images">{images}</script>
+<script>{_VIEWER_SCRIPT}{script}</script>
+</body></html>
+"""
 
 
 def _article(item: Item, thumbs: dict[str, str], selection: Selection | None) -> str:
@@ -134,12 +169,12 @@ def _article(item: Item, thumbs: dict[str, str], selection: Selection | None) ->
         f"<h2>{html.escape(draft.subtask)} · {html.escape(source.name)} · item {html.escape(item.id)}</h2>"
         f'<p class="status">{html.escape(capture.final_url or capture.url)} · {html.escape(capture.captured_at)} · '
         f"{html.escape(status)}</p><dl>"
-        + _field("Question", draft.question)
-        + _field("Answer", draft.answer)
-        + _field("Criteria", draft.criteria)
-        + _field("Score", scores)
-        + _field("Reason", score.reason)
-        + _field("Models", models)
+        + field_html("Question", draft.question)
+        + field_html("Answer", draft.answer)
+        + field_html("Criteria", draft.criteria)
+        + field_html("Score", scores)
+        + field_html("Reason", score.reason)
+        + field_html("Models", models)
         + f"</dl><fieldset>{radios}</fieldset></div></article>"
     )
 
@@ -149,24 +184,12 @@ def review_page(items: Sequence[Item], blobs: Blobs, out: Path, selection: Selec
     defaulting to `selection`, or accept for all without one); returns `out`."""
     shas = sorted({sha for item in items for sha in Capture.from_record(item.capture).screens})
     pngs = {sha: blobs.get(sha, ".png") for sha in shas}
-    thumbs = {sha: _thumbnail(png) for sha, png in pngs.items()}
-    full = json.dumps({sha: _data_uri("image/png", png) for sha, png in pngs.items()}).replace("<", "\\u003c")
+    thumbs = {sha: thumbnail(png) for sha, png in pngs.items()}
+    full = {sha: data_uri("image/png", png) for sha, png in pngs.items()}
     articles = "\n".join(_article(item, thumbs, selection) for item in sorted(items, key=listing_key))
-    policy = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{policy}">
-<title>LiveBench review: {len(items)} items</title><style>{_STYLE}</style></head>
-<body><header><h1>LiveBench review: {len(items)} items</h1>
-<button id="save" type="button">Save decisions</button> <span id="tally"></span></header>
-<main>
-{articles}
-</main>
-<div id="viewer" hidden><img alt="full screenshot"></div>
-<script type="application/json" id="full-images">{full}</script>
-<script>const FORMAT = {json.dumps(DECISIONS_FORMAT)};{_SCRIPT}</script>
-</body></html>
-"""
+    controls = '<button id="save" type="button">Save decisions</button> <span id="tally"></span>'
+    script = f"const FORMAT = {json.dumps(DECISIONS_FORMAT)};{_SCRIPT}"
+    page = review_html(f"LiveBench review: {len(items)} items", controls, articles, full, script)
     write_bytes_atomic(out, page.encode("utf-8"))
     return out
 
