@@ -330,6 +330,16 @@ def test_a_refused_key_is_an_error_that_does_not_show_it(blobs: Blobs, monkeypat
     assert KEY not in str(refused.value) and KEY not in str(invalid.value)
 
 
+def test_an_api_that_answers_nonsense_is_one_error(blobs: Blobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERPER_API_KEY", KEY)
+    monkeypatch.setenv("FLICKR_API_KEY", KEY)
+    with ImageSite() as site:
+        with pytest.raises(SourceError, match=r"^serper: http://127\.0\.0\.1:\d+/images: HTTP 404$"):
+            open_source("serper", base_url=site.base_url).retrieve("x", 1, blobs)
+        with pytest.raises(SourceError, match=r"^flickr: http://127\.0\.0\.1:\d+/gallery: the reply is not JSON"):
+            open_source("flickr", base_url=site.base_url + "/gallery").retrieve("x", 1, blobs)
+
+
 # --- duplicates and near-copies -------------------------------------------------------------------------
 
 

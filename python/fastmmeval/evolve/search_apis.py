@@ -148,11 +148,15 @@ class FlickrSource(_ApiSource):
         if not isinstance(reply, dict) or reply.get("stat") != "ok":
             detail = reply.get("message", "no message") if isinstance(reply, dict) else "not an object"
             raise self._failed(self.base_url, Exception(f"the API answered {detail}"))
-        photos = (reply.get("photos") or {}).get("photo")
+        page_of = reply.get("photos")
+        photos = page_of.get("photo") if isinstance(page_of, dict) else None
         if not isinstance(photos, list):
             raise SourceError(f"flickr: {self.base_url}: the reply has no photos.photo list")
         found, skipped = [], []
         for photo in photos:
+            if not isinstance(photo, dict):
+                skipped.append({"url": "", "reason": "a photo that is not an object"})
+                continue
             page = f"https://www.flickr.com/photos/{photo.get('owner', '')}/{photo.get('id', '')}"
             url = photo.get("url_c") or photo.get("url_m")
             if not isinstance(url, str):

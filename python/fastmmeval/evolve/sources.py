@@ -8,9 +8,9 @@ headless Chromium; `evolve.crawl`), `serper` (Google image search through Serper
     found = source.retrieve("red circles on a sign", 10, blobs)   # a Retrieved: list of Candidate
     found.dropped                                                  # [{"url": ..., "reason": ...}, ...]
 
-Every source keeps only images uploaded within `window_days` of `now` (an image without a date is kept
-by the folder and the crawl, dropped by the search APIs, which promise recent images), and records why
-it dropped each image it looked at."""
+Every source keeps only images uploaded within `window_days` of `now` (an image without a date is kept by
+the folder, the crawl and Serper, whose own filter is the past year; dropped by Flickr, whose every photo
+has one; `keep_undated` changes the API sources'), and records why it dropped each image it looked at."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from fastmmeval.errors import ConfigError
+from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.evolve.fetch import FetchError
 from fastmmeval.evolve.records import Candidate
 from fastmmeval.evolve.sanitize import ImageCaps, Rejected, sanitize
@@ -42,7 +42,7 @@ _UNIT_DAYS = {"minute": 1 / 1440, "hour": 1 / 24, "day": 1, "week": 7, "month": 
 _DATE_FORMATS = ("%b %d, %Y", "%B %d, %Y", "%d %b %Y", "%d %B %Y")
 
 
-class SourceError(Exception):
+class SourceError(FastmmevalError):
     """A source that could not be searched at all (its API failed or answered nonsense): one line, never
     the API key."""
 
