@@ -115,6 +115,15 @@ def test_locate_gives_each_objects_colour_shape_side_and_order(tools: ToolBox) -
         assert centres == sorted(centres)  # left to right
 
 
+def test_a_large_image_is_analysed_shrunk_and_told_in_its_own_pixels(tools: ToolBox) -> None:
+    scene = drawn_scene(3)
+    [small, large] = [run(tools, image, ("locate", {}))[0] for image in (
+        scene.image, scene.image.resize((SIZE[0] * 8, SIZE[1] * 8), Image.Resampling.NEAREST))]
+    assert large.startswith("3 objects in the whole image (2560x1920 px), left to right: 1. red square")
+    boxes = [[int(v) for v in re.findall(r"x (\d+)-(\d+), y (\d+)-(\d+)", text)[0]] for text in (small, large)]
+    assert all(abs(a * 8 - b) <= 8 for a, b in zip(*boxes, strict=True)), boxes
+
+
 def test_image_info_and_tags(tools: ToolBox) -> None:
     [info, tags] = run(tools, drawn_scene(0).image, ("image_info", {}), ("tags", {"k": "3"}))
     assert info.startswith("320x240 px, aspect 1.33 (landscape); mean brightness")
@@ -162,6 +171,17 @@ def test_steps_get_the_outputs_before_them() -> None:
     box = ToolBox([Tool("echo", "Echoes.", "its note.", {"note": Param("text", "what to say", required=True)}, echo)])
     outputs = run(box, drawn_scene(0).image, ("echo", {"note": "a"}), ("echo", {"note": "@1"}))
     assert outputs == ["a after 0", "a after 0 after 1"] and seen == [[], ["a after 0"]]
+
+
+def test_labels_are_written_out_never_taken_from_an_earlier_output() -> None:
+    def find(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str:
+        return ", ".join(args["labels"])
+
+    box = ToolBox([Tool("find", "Finds.", "the labels.", {"labels": Param("labels", "what", required=True)}, find)])
+    assert run(box, drawn_scene(0).image, ("find", {"labels": " Cat,dog , cat"})) == ["cat, dog"]
+    with pytest.raises(PlanError, match=r"^step 2: labels: a labels input is written out, never taken from an "
+                                        r"earlier step \(@1\)$"):
+        check_plan(steps(("find", {"labels": "cat"}), ("find", {"labels": "@1"})), box)
 
 
 @pytest.mark.parametrize(("plan", "reason"), [

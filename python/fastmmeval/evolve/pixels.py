@@ -25,6 +25,7 @@ _BACKGROUND_SHARE = 0.5  # the border's commonest colour is the background when 
 _AT = {name: i for i, name in enumerate(COLOURS)}
 MIN_OBJECT_SHARE = 0.004  # an object covers at least this share of the image...
 _MIN_SOLIDITY = 0.8  # ...and fills this much of its convex hull (letters and thin strokes do not)
+MAX_SIDE = 1024  # larger images are analysed shrunk to this longer side (colour shares barely move)
 
 
 def colour_index(rgb: np.ndarray) -> np.ndarray:
@@ -40,6 +41,18 @@ def colour_index(rgb: np.ndarray) -> np.ndarray:
     index[grey] = np.where(val[grey] > _WHITE_VALUE, _AT["white"], _AT["gray"])
     index[val < _BLACK_VALUE] = _AT["black"]
     return index
+
+
+def shrink(rgb: np.ndarray) -> tuple[np.ndarray, float]:
+    """`rgb` shrunk (area averaging) to at most MAX_SIDE pixels on its longer side, and the factor that
+    takes its coordinates back to the original's."""
+    longer = max(rgb.shape[:2])
+    if longer <= MAX_SIDE:
+        return rgb, 1.0
+    scale = MAX_SIDE / longer
+    size = (max(1, round(rgb.shape[1] * scale)), max(1, round(rgb.shape[0] * scale)))
+    small = cv2.resize(np.ascontiguousarray(rgb), size, interpolation=cv2.INTER_AREA)
+    return small, rgb.shape[1] / size[0]
 
 
 def colour_shares(index: np.ndarray) -> list[tuple[str, float]]:
@@ -81,8 +94,10 @@ class Blob:
 
 def find_blobs(rgb: np.ndarray) -> list[Blob]:
     """The image's objects, left to right: connected regions of one named colour other than the
-    background, covering at least MIN_OBJECT_SHARE of the image and filling most of their convex hull."""
-    index = colour_index(rgb)
+    background, covering at least MIN_OBJECT_SHARE of the image and filling most of their convex hull
+    (found in the image shrunk to MAX_SIDE; boxes and areas are the original's)."""
+    small, scale = shrink(rgb)
+    index = colour_index(small)
     behind = background(index)
     min_area = max(16, int(MIN_OBJECT_SHARE * index.size))
     kernel = np.ones((3, 3), np.uint8)
@@ -102,7 +117,8 @@ def find_blobs(rgb: np.ndarray) -> list[Blob]:
             hull = cv2.contourArea(cv2.convexHull(outline))
             if hull <= 0 or area / hull < _MIN_SOLIDITY:
                 continue
-            blobs.append(Blob(name, shape_of(outline, area, w, h), (x, y, x + w, y + h), area))
+            box = (round(x * scale), round(y * scale), round((x + w) * scale), round((y + h) * scale))
+            blobs.append(Blob(name, shape_of(outline, area, w, h), box, round(area * scale * scale)))
     return sorted(blobs, key=lambda b: (b.centre[0], b.centre[1]))
 
 

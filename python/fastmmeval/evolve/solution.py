@@ -72,7 +72,7 @@ def run_plan(steps: list[Step], image: Image.Image, tools: ToolBox) -> list[str]
                 for name, param in tool.params.items()}
         try:
             outputs.append(tool.run(image, args, list(outputs)))
-        except (ConfigError, PlanError):
+        except ConfigError:
             raise
         except Exception as e:  # a tool's library failing on this image fails this plan, not the run
             raise PlanError(f"step {k} ({tool.name}) failed: {type(e).__name__}: {e}") from None
@@ -137,6 +137,9 @@ def _check_value(k: int, name: str, value: str, tool: Tool) -> None:
             raise PlanError(f"{where}: input {value} is not a step (steps are numbered from 1)")
         if earlier >= k:
             raise PlanError(f"{where}: input {value} names {'the step itself' if earlier == k else 'a later step'}")
+        if KINDS[tool.params[name].kind].find is None:
+            raise PlanError(f"{where}: a {tool.params[name].kind} input is written out, never taken from an "
+                            f"earlier step ({value})")
         return
     try:
         tool.params[name].parse(value)
@@ -150,7 +153,8 @@ def _value(k: int, name: str, text: str | None, kind: str, outputs: list[str]) -
         return None
     if found := _REFERENCE.fullmatch(text):
         earlier = int(found.group(1))
-        picked = KINDS[kind].find(outputs[earlier - 1])
+        find = KINDS[kind].find
+        picked = find(outputs[earlier - 1]) if find else None
         if picked is None:
             raise PlanError(f"step {k}: {name}: the output of step {earlier} holds no {kind} "
                             f"({outputs[earlier - 1][:80]!r})")

@@ -56,7 +56,6 @@ _REGION_ALIASES = {"centre": "center", "middle": "center", "all": "whole", "full
 WHOLE = Region("whole", NAMED_REGIONS["whole"])
 CENTER = Region("center", NAMED_REGIONS["center"])
 _BOX = re.compile(r"box (\d(?:\.\d+)?,\d(?:\.\d+)?,\d(?:\.\d+)?,\d(?:\.\d+)?)")
-MAX_TEXT = 200
 
 
 def parse_region(text: str) -> Region:
@@ -114,8 +113,8 @@ def _parse_labels(text: str) -> tuple[str, ...]:
 
 
 def _parse_text(text: str) -> str:
-    if not text.strip() or len(text) > MAX_TEXT:
-        raise ValueError(f"{text[:40]!r} is not text of 1 to {MAX_TEXT} characters")
+    if not text.strip():
+        raise ValueError("the text is empty")
     return text.strip()
 
 
@@ -128,15 +127,15 @@ def _first_word(names: Iterable[str]) -> Callable[[str], str | None]:
 class Kind:
     """What an input's value may be: `help` says so (for the catalog and errors), `parse` turns the text
     into what the tool gets (raising ValueError with the reason), and `find` takes the first value of
-    this kind from an earlier step's output (for an "@k" input)."""
+    this kind from an earlier step's output (for an "@k" input; None: this kind is always written out)."""
 
     help: str
     parse: Callable[[str], Any]
-    find: Callable[[str], str | None]
+    find: Callable[[str], str | None] | None
 
 
 KINDS: dict[str, Kind] = {
-    "text": Kind(f"text of at most {MAX_TEXT} characters", _parse_text, lambda text: text),
+    "text": Kind("free text", _parse_text, lambda text: text),
     "region": Kind("a named region: " + ", ".join(NAMED_REGIONS) + "; or a box x0,y0,x1,y1 in fractions of the "
                    "image (0-1), e.g. 0.1,0.5,0.4,0.9", parse_region,
                    lambda text: (found.group(1) if (found := _BOX.search(text)) else None)),
@@ -149,7 +148,7 @@ KINDS: dict[str, Kind] = {
                 lambda text: (found.group(0) if (found := re.search(r"\b\d+\b", text)) else None)),
     "score": Kind("a score from 0 to 1, e.g. 0.2", _parse_score,
                   lambda text: (found.group(0) if (found := re.search(r"\b[01](?:\.\d+)?\b", text)) else None)),
-    "labels": Kind("1 to 8 object names separated by commas, e.g. cat, dog", _parse_labels, lambda text: text),
+    "labels": Kind("1 to 8 object names separated by commas, e.g. cat, dog", _parse_labels, None),
 }
 
 

@@ -87,7 +87,7 @@ class ToolBox:
 
 REFERENCES = ('An input value "@k" is the output of the earlier step k (1-based): a region takes the first '
               '"box x0,y0,x1,y1" in it, a colour or a shape the first one named in it, a number the first number, '
-              'text the whole output.')
+              'text the whole output; labels are always written out.')
 
 
 class Lazy(Generic[T]):
@@ -120,8 +120,8 @@ def default_tools(weights: Mapping[str, Path] | None = None) -> ToolBox:
     return ToolBox(tools, {name: model_tools.weights_hint(name) for name in model_tools.WEIGHTED if name not in given})
 
 
-def _region_param(default: str | None = "whole", required: bool = False) -> Param:
-    return Param("region", "the part of the image to look at", required, None if required else default)
+def _region_param(required: bool = False) -> Param:
+    return Param("region", "the part of the image to look at", required, None if required else "whole")
 
 
 def _ocr_tool(reader: Lazy[Any]) -> Tool:
@@ -163,10 +163,11 @@ def _shares(shares: list[tuple[str, float]], least: float = 0.05, most: int = 3)
 def _region_colour(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str:
     region: Region = args["region"]
     rgb = np.asarray(image)
-    behind = pixels.background(pixels.colour_index(rgb))
+    behind = pixels.background(pixels.colour_index(pixels.shrink(rgb)[0]))
     x0, y0, x1, y1 = region.pixels(image.size)
-    index = pixels.colour_index(rgb[y0:y1, x0:x1])
-    where, light = region.describe(image.size), pixels.brightness(rgb[y0:y1, x0:x1])
+    part = pixels.shrink(rgb[y0:y1, x0:x1])[0]
+    index = pixels.colour_index(part)
+    where, light = region.describe(image.size), pixels.brightness(part)
     tone = f"mean brightness {light:.2f} ({_brightness_word(light)})"
     fore = index[index != pixels.COLOURS.index(behind)] if behind else index.ravel()
     if fore.size == 0:
@@ -228,7 +229,7 @@ def _locate(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str
 
 def _image_info(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str:
     w, h = image.size
-    rgb = np.asarray(image)
+    rgb, scale = pixels.shrink(np.asarray(image))
     index = pixels.colour_index(rgb)
     behind, light = pixels.background(index), pixels.brightness(rgb)
     shape = "landscape" if w > h * 1.05 else "portrait" if h > w * 1.05 else "square"
@@ -240,7 +241,7 @@ def _image_info(image: Image.Image, args: dict[str, Any], earlier: list[str]) ->
     if not fore.any():
         return text + f"; only the {behind} background"
     ys, xs = np.nonzero(fore)
-    left, top = float((xs < w / 2).mean()), float((ys < h / 2).mean())
+    left, top = float((xs * scale < w / 2).mean()), float((ys * scale < h / 2).mean())
     return (text + f"; background {behind}; {fore.mean():.0%} of the image is not background, of which "
             f"{top:.0%} in the top half and {left:.0%} in the left half")
 
