@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,10 @@ def drawn_scene(i: int) -> Scene:
     return Scene(image, word, shapes, background, Counter(s.colour for s in shapes))
 
 
-def write_folder(root: Path, n: int, start: int = 0) -> list[Scene]:
+def write_folder(root: Path, n: int, start: int = 0, topics: Sequence[str] = ()) -> list[Scene]:
     """Scenes start..start+n-1 as PNGs in `root` with a `manifest.jsonl` (file, title, context,
-    uploaded_at, and the truth under `annotation`); returns the scenes."""
+    uploaded_at, and the truth under `annotation`); returns the scenes. With `topics`, scene i's title
+    also names topics[i % len(topics)] (so a query naming a topic ranks its scenes first)."""
     root.mkdir(parents=True, exist_ok=True)
     scenes, lines = [], []
     for i in range(start, start + n):
@@ -97,7 +99,8 @@ def write_folder(root: Path, n: int, start: int = 0) -> list[Scene]:
         name = f"scene_{i:03d}.png"
         scene.image.save(root / name)
         colours = ", ".join(f"{k} {c}" for c, k in sorted(scene.counts.items()))
-        lines.append({"file": name, "title": f"Sign {scene.word.title()} with shapes",
+        topic = f" about {topics[i % len(topics)]}" if topics else ""
+        lines.append({"file": name, "title": f"Sign {scene.word.title()} with shapes{topic}",
                       "context": f"A sign reading {scene.word} above {colours} shapes.",
                       "uploaded_at": f"2026-{1 + i % 11:02d}-15T12:00:00Z", "annotation": scene.annotation()})
         scenes.append(scene)

@@ -96,7 +96,7 @@ def default_reply(name: str, text: str) -> str:
     if name == "acquisition_plan":
         source = _field(r"The image sources available: ([\w-]+)", text, "folder")
         return json.dumps({"fields": ["title", "context"], "strategy": {"source": source, "why": "it has images"},
-                           "queries": ["sign shapes"]})
+                           "queries": [f"{atomic} shapes"]})
     if name == "judge":
         accept = "shapes" in _field(r"(?s)The image's text:\n(.+?)\n\n", text + "\n\n")
         return json.dumps({"accept": accept, "rationales": ["coloured shapes are visible" if accept

@@ -35,8 +35,9 @@ def body_hash(body: dict[str, object]) -> str:
 def test_a_run_killed_mid_way_resumes_to_the_same_version_without_asking_again(tmp_path: Path) -> None:
     env = os.environ | {KEY_ENV: "test-key"}
     data, images = tmp_path / "data", tmp_path / "images"
-    save_mmbench_dev(data, {"image_scene": 3, "ocr": 3, "spatial_relationship": 2})
-    write_folder(images, 16)
+    counts = {"image_scene": 3, "ocr": 3, "spatial_relationship": 2}
+    save_mmbench_dev(data, counts)
+    write_folder(images, 24, topics=sorted(counts))
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     with EvolveLLM(delay_s=0.05) as llm:
         subprocess.run(evolve(whole, data, images, llm.url), env=env, check=True, capture_output=True)

@@ -18,6 +18,7 @@ from evolve_benchmarks import save_mmbench_dev
 from evolve_images import write_folder
 from evolve_llm import KEY_ENV, EvolveLLM, count_question
 
+from fastmmeval.errors import ConfigError
 from fastmmeval.evolve import pipeline
 from fastmmeval.evolve.controller import ControllerSettings
 from fastmmeval.evolve.pipeline import EvolveConfig
@@ -32,7 +33,7 @@ def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
     monkeypatch.setenv(KEY_ENV, "test-key")
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
     save_mmbench_dev(tmp_path / "data", COUNTS)
-    write_folder(tmp_path / "images", 16)
+    write_folder(tmp_path / "images", 16, topics=sorted(COUNTS))  # each task's query finds its own scenes
     yield tmp_path / "images", tmp_path
 
 
@@ -52,12 +53,15 @@ def test_run_builds_a_verified_version_in_mmbench_s_schema(fixture) -> None:
     spec = yaml.safe_load((tmp / "update" / "spec.yaml").read_text())
     assert spec["task"] == "mmbench_en_dev" and sorted(spec["atomic"]) == sorted(COUNTS)
     for atomic in spec["atomic"].values():
-        assert atomic["patterns"] and atomic["plan"]["queries"] == ["sign shapes"]
+        assert atomic["patterns"] and atomic["plan"]["queries"] == [f"{atomic['name']} shapes"]
         assert atomic["option_counts"]  # the original's distribution of option counts
     # spec: 1 + one per atomic task; patterns: 5 perspectives + 1 consolidation per task
     assert counts["spec_benchmark"] == 1 and counts["spec_atomic"] == 2
     assert counts["pattern_extract"] == 10 and counts["pattern_consolidate"] == 2
-    assert counts["generate"] == counts["verify"] == 10  # 5 images per task, every plan ran
+    assert counts["generate"] == 10  # 5 images per task
+    # The verifier sees text only: two scenes whose question, options and tool outputs read the same are
+    # one call (the second answered from the cache, unless both were in flight at once).
+    assert 8 <= counts["verify"] <= 10
     manifest = json.loads((folder / "manifest.json").read_text())
     for name in COUNTS:
         task = manifest["atomic"][name]
@@ -78,7 +82,7 @@ def test_the_verifier_rejects_an_instance_whose_answer_is_wrong(fixture) -> None
         z["answer"] = "B" if z["answer"] == "A" else "A"
         return json.dumps(z)
 
-    with EvolveLLM({"generate": wrong_answer}) as llm:
+    with EvolveLLM({"generate": wrong_answer}) as llm, pytest.raises(ConfigError, match="none of the 0 accepted"):
         pipeline.run(config(llm, images, tmp / "update", atomic=("ocr",), per_task=1))
     verified = json.loads((tmp / "update" / "verified.json").read_text())["ocr"]
     assert verified and all(not v["ok"]["accepted"] for v in verified)
@@ -95,9 +99,11 @@ def test_the_stages_one_by_one_write_the_same_version_and_a_rerun_asks_nothing(f
                       pipeline.verify):
             stage(staged)
         folder = pipeline.export(staged)
-        assert len(llm.server.calls) == 2 * calls  # the same calls, once each
+        asked = [json.dumps(body, sort_keys=True) for _, body, _ in llm.server.calls]
+        assert set(asked[:calls]) == set(asked[calls:])  # the same calls
+        before = len(llm.server.calls)
         pipeline.run(config(llm, images, tmp / "staged"))
-        assert len(llm.server.calls) == 2 * calls  # the rerun: all from the cache
+        assert len(llm.server.calls) == before  # the rerun: all from the cache
     for name in ("dev.parquet", "mmbench_en_dev_live_v1.yaml"):
         assert (folder / name).read_bytes() == (whole / name).read_bytes()
 

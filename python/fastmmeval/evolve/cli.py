@@ -181,7 +181,7 @@ def _print_summary(folder: Path, console: Any) -> None:
     table = Table(title=f"evolve {manifest['task']} -> v{manifest['version']}")
     for col in ("Atomic task", "Kept images", "Generated", "Verified", "Accepted", "Exported"):
         table.add_column(col, justify="left" if col == "Atomic task" else "right")
-    exported = manifest.get("export", {}).get("per_task", {})
+    exported = {name: t["exported"] for name, t in manifest["export"]["by_task"].items()}
     for name, t in manifest["atomic"].items():
         table.add_row(name, str(t["acquire"]["kept"]), str(t["generate"]["out"]), str(t["verify"]["in"]),
                       str(t["verify"]["accepted"]), str(exported.get(name, "")))

@@ -70,6 +70,10 @@ class Workspace:
         """Images (original samples and candidates), named by sha256."""
         return Blobs(self.root / "work" / "blobs")
 
+    def review_path(self, version: int) -> Path:
+        """The review sheet of version `version` (a sample of its questions to check by hand)."""
+        return self.root / f"review_v{version}.html"
+
     def dataset_dir(self, version: int) -> Path:
         """Where export writes version `version`."""
         return self.root / f"v{version}"
@@ -501,7 +505,7 @@ def _export(u: Update) -> Path:
     with u.clock("export"):
         folder = export_version(u.benchmark, accepted, u.blobs, out, u.config.version, per_task=u.config.per_task,
                                 seed=u.config.seed, manifest=manifest)
-        write_review_sheet(folder, accepted, u.blobs, seed=u.config.seed)
+        write_review_sheet(folder, u.space.review_path(u.config.version), seed=u.config.seed)
     return folder
 
 
