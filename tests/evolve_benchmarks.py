@@ -32,6 +32,8 @@ MMBENCH_FEATURES = datasets.Features({
 ABILITIES = {
     "image_scene": "coarse_perception", "ocr": "finegrained_perception (instance-level)",
     "spatial_relationship": "relation_reasoning", "future_prediction": "logic_reasoning",
+    "object_localization": "finegrained_perception (single-instance)",
+    "attribute_comparison": "finegrained_perception (cross-instance)",
 }  # fmt: skip
 WORDS = ("red", "green", "blue", "yellow")
 HINTS = (None, "nan", "Look at the left half.")
