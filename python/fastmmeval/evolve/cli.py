@@ -40,6 +40,14 @@ def add_parser(sub: Any) -> None:
     cmds = evolve.add_subparsers(dest="evolve_command", required=True)
     for stage, text in STAGE_HELP.items():
         _flags(cmds.add_parser(stage, help=text), stage)
+    r = cmds.add_parser("review", help="a new review sheet of an exported version (another seed: another sample), "
+                                       "or the correctness rate of a saved review")
+    r.add_argument("--out", type=Path, required=True, help="the update's folder")
+    r.add_argument("--version", type=positive_int, default=1, help="N of <task>_live_v<N>")
+    r.add_argument("--seed", type=seed_int, default=0, help="which sample of each atomic task")
+    r.add_argument("--fraction", type=float_range(0.0, 1.0, low_open=True), default=0.1,
+                   help="share of each atomic task's questions on the sheet (at least one)")
+    r.add_argument("--decisions", type=Path, default=None, help="a saved review file: print its correctness rates")
 
 
 def _flags(p: argparse.ArgumentParser, stage: str) -> None:
@@ -150,8 +158,10 @@ def main(args: argparse.Namespace) -> int:
     from fastmmeval.evolve import pipeline
 
     command = args.evolve_command
-    config = _config(args)
     console = stdout_console()
+    if command == "review":
+        return _review(args, console)
+    config = _config(args)
     if command == "spec":
         spec = pipeline.spec(config, force=args.force)
         console.print(f"{len(spec.atomic)} atomic tasks under {len(spec.hierarchy)} abilities in "
@@ -190,3 +200,27 @@ def _print_summary(folder: Path, console: Any) -> None:
     if task is not None:
         console.print(f"evaluate with: fastmmeval run --include_path {folder} --tasks {task.stem} --model ...",
                       soft_wrap=True)
+
+
+def _review(args: argparse.Namespace, console: Any) -> int:
+    from fastmmeval.evolve.pipeline import Workspace
+    from fastmmeval.evolve.review import read_review, write_review_sheet
+
+    space = Workspace(args.out)
+    if args.decisions is None:
+        out = space.review_path(args.version)
+        if args.seed:
+            out = out.with_name(f"{out.stem}_seed{args.seed}.html")
+        sheet = write_review_sheet(space.dataset_dir(args.version), out, fraction=args.fraction, seed=args.seed)
+        console.print(f"review sheet: {sheet} (open it, mark each item, save the decisions file, then "
+                      f"fastmmeval evolve review --out {args.out} --decisions <file>)", soft_wrap=True)
+        return 0
+    result = read_review(args.decisions)
+    table = Table(title=f"review of {result.task} (seed {result.seed}, {result.fraction:.0%} per atomic task)")
+    for col in ("Atomic task", "Correct", "Incorrect", "Undecided", "Rate"):
+        table.add_column(col, justify="left" if col == "Atomic task" else "right")
+    for name, tally in [*result.by_task.items(), ("overall", result.overall)]:
+        rate = "" if tally.rate is None else f"{tally.rate:.2%}"
+        table.add_row(name, str(tally.correct), str(tally.incorrect), str(tally.undecided), rate)
+    print_table(table, console)
+    return 0

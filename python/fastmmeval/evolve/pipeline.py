@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +36,8 @@ from fastmmeval.live.roles import Role, RoleSpec, build_roles
 from fastmmeval.live.store import Blobs, StageCache, content_key
 from fastmmeval.util import write_json_atomic
 
-STAGES = ("spec", "patterns", "plan", "judge", "generate", "verify")
+STAGES = ("spec", "patterns", "plan", "judge", "generate", "verify")  # the progress bars
+CLOCKED = ("spec", "patterns", "plan", "acquire", "generate", "verify")  # the manifest's seconds (judge: in acquire)
 # The roles: the writer (an LLM) writes the spec, consolidates patterns, plans acquisition and rewrites
 # queries; the analyst (a VLM) extracts patterns; the judge (a VLM) is the controller's J; generators
 # (VLMs) write instances; the comparer picks among them; the verifier reads only text.
@@ -144,7 +146,7 @@ class Update:
         self.tasks, self.items, self.calls = (ThreadPoolExecutor(config.workers, thread_name_prefix=f"evolve-{n}")
                                               for n in ("task", "item", "call"))
         self.lock = threading.Lock()
-        self.busy: dict[str, list[tuple[float, float]]] = {s: [] for s in (*STAGES, "acquire", "export")}
+        self.busy: dict[str, list[tuple[float, float]]] = {s: [] for s in CLOCKED}
         self._near: NearCopies | None = None
         self.started = time.monotonic()
 
@@ -502,11 +504,20 @@ def _export(u: Update) -> Path:
                 accepted.append((v, candidates[sha]))
     manifest = _manifest(u, acquired, generated, verified, skipped)
     out = u.space.dataset_dir(u.config.version)
-    with u.clock("export"):
-        folder = export_version(u.benchmark, accepted, u.blobs, out, u.config.version, per_task=u.config.per_task,
-                                seed=u.config.seed, manifest=manifest)
-        write_review_sheet(folder, u.space.review_path(u.config.version), seed=u.config.seed)
+    folder = export_version(u.benchmark, accepted, u.blobs, out, u.config.version, per_task=u.config.per_task,
+                            seed=u.config.seed, manifest=manifest)
+    write_review_sheet(folder, u.space.review_path(u.config.version), seed=u.config.seed)
     return folder
+
+
+def _calls_by_prompt(roles: Iterable[Role]) -> dict[str, dict[str, int]]:
+    """Per prompt, over every role: calls made, answered from the cache, failed, and the tokens the
+    backends reported."""
+    total: dict[str, Counter[str]] = {}
+    for role in roles:
+        for stage, counts in role.by_stage.items():
+            total.setdefault(stage, Counter()).update(counts)
+    return {stage: dict(sorted(c.items())) for stage, c in sorted(total.items())}
 
 
 def _union(spans: list[tuple[float, float]]) -> float:
@@ -559,6 +570,7 @@ def _manifest(u: Update, acquired: dict[str, tuple[Acquired, list[Failure]]],
         "roles": {name: {"model": r.spec.model, "name": r.name, "args": r.spec.args, "calls": dict(r.counts)}
                   for name, r in sorted(u.roles.items())},
         "prompts": {evolve_prompt(n).id: evolve_prompt(n).sha256 for n in PROMPTS},
+        "calls": _calls_by_prompt(u.roles.values()),
         "usage": [m.usage() for m in models.values()],
         "seconds": {**{s: round(_union(v), 3) for s, v in u.busy.items()},
                     "wall": round(time.monotonic() - u.started, 3)},

@@ -61,6 +61,7 @@ class Role:
         self.spec = spec
         self.model = model
         self.counts: Counter[str] = Counter()
+        self.by_stage: dict[str, Counter[str]] = {}  # the same counts, per stage (prompt) asked
         self._counts_lock = threading.Lock()
         self._api = isinstance(model, ApiModel)
         self._serial = nullcontext() if self._api else lock or threading.Lock()
@@ -85,7 +86,7 @@ class Role:
         key = content_key("role", stage, prompt.id, prompt.sha256, self.fingerprint(), list(inputs), schema_text)
         hit = cache.get(key)
         if hit is not None:
-            self._count(cached=1)
+            self._count(stage, cached=1)
             return Reply(hit["text"], cached=True, usage=hit.get("usage", {}))
         parts = [ImagePart(_decode(data), ref=f"{stage}:{i}") for i, data in enumerate(images)]
         parts.append(TextPart(prompt.render(**values)))
@@ -98,18 +99,19 @@ class Role:
                 structured = schema_text is not None and not self._api
                 response = answer_structured(self.model, request) if structured else self.model.generate([request])[0]
         except Exception as e:  # one failed call fails its page or item, not the build
-            self._count(calls=1, failed=1)
+            self._count(stage, calls=1, failed=1)
             return Reply(None, error=failure_reason(f"{self.spec.role} ({self.spec.model})", e))
-        self._count(calls=1, **{k: v for k, v in response.usage.items() if isinstance(v, int)})
+        self._count(stage, calls=1, **{k: v for k, v in response.usage.items() if isinstance(v, int)})
         if response.error is not None or response.text is None:
-            self._count(failed=1)
+            self._count(stage, failed=1)
             return Reply(None, error=f"{self.spec.role} ({self.spec.model}): {response.error or 'empty reply'}")
         cache.put(key, stage, {"text": response.text, "usage": response.usage})
         return Reply(response.text, usage=response.usage)
 
-    def _count(self, **amounts: int) -> None:
+    def _count(self, stage: str, **amounts: int) -> None:
         with self._counts_lock:
             self.counts.update(amounts)
+            self.by_stage.setdefault(stage, Counter()).update(amounts)
 
 
 @lru_cache(maxsize=64)
