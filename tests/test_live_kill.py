@@ -3,31 +3,23 @@ never interrupted, and no call asked again whose answer had come back before the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
+from kill_calls import body_hash, kill_mid_calls
 from live_llm import KEY_ENV, LiveLLM
 from live_sites import SiteServer
 
 ROLE_ARGS = "base_url={url},model=scripted,api_key_env=" + KEY_ENV + ",cache_dir=off,max_retries=0,timeout=20"
-# A call answered this long before the kill has surely reached the build's cache (a commit per answer).
-SETTLED_S = 0.5
 
 
 def live(*args: str) -> list[str]:
     return [sys.executable, "-m", "fastmmeval", "live", *args, "--month", "2026-12"]
-
-
-def body_hash(body: dict[str, object]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def test_a_build_killed_mid_way_resumes_to_the_same_dataset_without_asking_again(tmp_path: Path) -> None:
@@ -47,18 +39,9 @@ def test_a_build_killed_mid_way_resumes_to_the_same_dataset_without_asking_again
 
         subprocess.run(live("build", "--out", str(whole), *build), env=env, check=True, capture_output=True)
         calls_whole = len(llm.server.calls)
-        child = subprocess.Popen(live("build", "--out", str(killed), *build), env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while len(llm.server.answered) < calls_whole + calls_whole // 2 and time.monotonic() < deadline:
-            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-            time.sleep(0.01)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        killed_at = time.monotonic()
+        target = calls_whole + calls_whole // 2
+        settled = kill_mid_calls(live("build", "--out", str(killed), *build), env, llm.server, target)
         first_run = llm.server.calls[calls_whole:]
-        settled = {body_hash(llm.server.calls[n][1]) for at, n in llm.server.answered
-                   if n >= calls_whole and at < killed_at - SETTLED_S}
         assert 0 < len(settled) < calls_whole
         before_rerun = len(llm.server.calls)
         subprocess.run(live("build", "--out", str(killed), *build), env=env, check=True, capture_output=True)

@@ -9,41 +9,22 @@ prompt), so it runs only when asked for: `pytest -m e2e tests/test_live_socratic
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from live_sites import SiteServer
+from socratic_served import fastmmeval, role_args, served_socratic  # noqa: F401  (the `served` fixture)
 
 from fastmmeval.live.records import SUBTASKS
-from fastmmeval.models import MODELS
-from fastmmeval.serve.app import ServerHandle, start_server
 
-KEY_ENV = "FMM_SOCRATIC_KEY"
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[ServerHandle]:
-    with start_server(MODELS.get("socratic").from_args({}), served_name="socratic") as server:
-        yield server
-
-
-def fastmmeval(*args: str) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run([sys.executable, "-m", "fastmmeval", *args], env=os.environ | {KEY_ENV: "local"},
-                         capture_output=True, text=True, timeout=3600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return run
-
-
-@pytest.fixture(scope="module")
-def month(served: ServerHandle, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def month(served, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The brief fixture page built into a month by socratic in every role: its folder and the role args."""
-    role = f"base_url={served.url},model=socratic,api_key_env={KEY_ENV},cache_dir=off,timeout=3000,max_retries=0"
+    role = role_args(served)
     out = tmp_path_factory.mktemp("live") / "2026-12"
     with SiteServer() as sites:
         registry = out.parent / "sources.yaml"

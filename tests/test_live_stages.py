@@ -143,6 +143,16 @@ def test_a_rerun_over_the_same_cache_asks_nothing(tmp_path: Path, blobs: Blobs) 
     assert roles["checker"].counts["cached"] == 8 and roles["checker"].counts["calls"] == 0
 
 
+def test_the_same_call_asked_at_once_from_two_threads_is_made_once(cache: StageCache, blobs: Blobs) -> None:
+    page = capture_of(blobs, "Site", "Story", "red")
+    with LiveLLM(delay_s=0.3) as llm:
+        role = roles_for(llm)["extractor"]
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda _: extract_page(page, role, cache, blobs), range(4)))
+        assert llm.counts() == {"extract_text": 1, "extract_images": 1, "extract_news": 1}
+    assert all(g == got[0] for g in got) and role.counts["cached"] == 9
+
+
 def test_a_failed_capture_is_a_failure_without_a_call(cache: StageCache, blobs: Blobs) -> None:
     failed = Capture(source=Source("Down", "http://127.0.0.1:9/").record(), mode="single", url="http://127.0.0.1:9/",
                      status=404, error="HTTP 404")

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from fastmmeval.errors import FastmmevalError
 from fastmmeval.evolve.records import Failure
+from fastmmeval.live.ask import ask_record
 from fastmmeval.live.prompts import Prompt, packaged_prompt
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache, content_key
-from fastmmeval.live.validate import read_object
 
 T = TypeVar("T")
 
@@ -28,13 +27,6 @@ def ask(role: Role, prompt_name: str, values: dict[str, Any], images: Sequence[t
     `images` ((sha, suffix) pairs) first, or a Failure of stage `prompt_name` for `subject`: without a raw
     reply when the call failed, with it when the reply broke the schema or `read` refused it (any
     FastmmevalError it raises). Cached under the images' and the values' hashes and the schema."""
-    asked = evolve_prompt(prompt_name)
     inputs = [sha for sha, _ in images] + [content_key("values", values)]
     data = [blobs.get(sha, suffix) for sha, suffix in images]
-    reply = role.ask(prompt_name, asked, values, data, cache, inputs, schema)
-    if reply.text is None:
-        return Failure(prompt_name, subject, reply.error or f"{asked.id}: no reply")
-    try:
-        return read(read_object(reply.text, schema))
-    except FastmmevalError as e:
-        return Failure(prompt_name, subject, f"{asked.id}: {e}", reply.text)
+    return ask_record(role, prompt_name, evolve_prompt(prompt_name), values, data, cache, inputs, schema, subject, read)

@@ -28,7 +28,7 @@ from fastmmeval.evolve.generate import MODES, generate_item
 from fastmmeval.evolve.patterns import find_patterns
 from fastmmeval.evolve.records import Acquired, Candidate, Failure, Generated, Verified
 from fastmmeval.evolve.sources import ImageSource
-from fastmmeval.evolve.spec import Spec, atomic_names, load_spec, save_spec, write_spec
+from fastmmeval.evolve.spec import AtomicSpec, Spec, atomic_names, load_spec, save_spec, write_spec
 from fastmmeval.evolve.tools import ToolBox, default_tools
 from fastmmeval.evolve.verify import verify_item
 from fastmmeval.live.progress import StageProgress
@@ -201,36 +201,33 @@ def _save(update: Update, spec: Spec) -> None:
         save_spec(spec, update.space.spec_path)
 
 
-def _patterns(update: Update, spec: Spec, name: str) -> Failure | None:
+def _fill(update: Update, spec: Spec, name: str, stage: str, compute: Callable[[AtomicSpec], Any]) -> Failure | None:
+    """Stage `stage` (patterns or plan) for atomic task `name` unless its spec has it already: the result
+    goes into the spec, which is saved at once; a Failure is returned and the spec left as it was."""
     atomic = spec.atomic[name]
-    if atomic.patterns is not None:
+    if getattr(atomic, stage) is not None:
         return None
-    update.progress.expect("patterns")
-    with update.clock("patterns"):
-        found = find_patterns(update.benchmark, atomic, update.roles["analyst"], update.roles["writer"], update.blobs,
-                              update.cache, update.calls, ratio=update.config.ratio, seed=update.config.seed)
-    update.progress.done("patterns", not isinstance(found, Failure))
-    if isinstance(found, Failure):
-        return found
-    atomic.patterns = found
+    update.progress.expect(stage)
+    with update.clock(stage):
+        got = compute(atomic)
+    update.progress.done(stage, not isinstance(got, Failure))
+    if isinstance(got, Failure):
+        return got
+    setattr(atomic, stage, got)
     _save(update, spec)
     return None
+
+
+def _patterns(update: Update, spec: Spec, name: str) -> Failure | None:
+    return _fill(update, spec, name, "patterns", lambda atomic: find_patterns(
+        update.benchmark, atomic, update.roles["analyst"], update.roles["writer"], update.blobs, update.cache,
+        update.calls, ratio=update.config.ratio, seed=update.config.seed))
 
 
 def _plan(update: Update, spec: Spec, name: str) -> Failure | None:
-    atomic = spec.atomic[name]
-    if atomic.plan is not None:
-        return None
-    update.progress.expect("plan")
-    with update.clock("plan"):
-        plan = plan_acquisition(spec.task, atomic, update.roles["writer"], update.blobs, update.cache,
-                                sorted(update.sources), update.config.queries)
-    update.progress.done("plan", not isinstance(plan, Failure))
-    if isinstance(plan, Failure):
-        return plan
-    atomic.plan = plan
-    _save(update, spec)
-    return None
+    return _fill(update, spec, name, "plan", lambda atomic: plan_acquisition(
+        spec.task, atomic, update.roles["writer"], update.blobs, update.cache, sorted(update.sources),
+        update.config.queries))
 
 
 def _acquire(update: Update, spec: Spec, name: str) -> tuple[Acquired, list[Failure]]:
@@ -279,36 +276,49 @@ def _acquire(update: Update, spec: Spec, name: str) -> tuple[Acquired, list[Fail
     return Acquired(name, rounds, queries, [c.record() for c in kept], dropped), failures
 
 
+def _generate_one(update: Update, spec: Spec, atomic: str, index: int, candidate: Candidate) -> Generated | Failure:
+    update.progress.expect("generate")
+    with update.clock("generate"):
+        got = generate_item(spec.task, spec.atomic[atomic], candidate, update.generators, update.roles["comparer"],
+                            update.tools, update.blobs, update.cache, update.calls, index=index,
+                            mode=update.config.mode, seed=update.config.seed)
+    update.progress.done("generate", not isinstance(got, Failure))
+    return got
+
+
+def _verify_one(update: Update, generated: Generated, suffix: str) -> Verified | Failure:
+    update.progress.expect("verify")
+    with update.clock("verify"):
+        got = verify_item(generated, suffix, update.roles["verifier"], update.tools, update.blobs, update.cache)
+    update.progress.done("verify", not isinstance(got, Failure))
+    if isinstance(got, Verified):
+        update.progress.add("verify", "accepted" if got.accepted else "rejected")
+    return got
+
+
+def _kept(acquired: Acquired) -> list[tuple[int, Candidate]]:
+    return list(enumerate(Candidate.from_record(c) for c in acquired.kept))
+
+
 def _generate(update: Update, spec: Spec, acquired: Acquired) -> list[Generated | Failure]:
-    atomic = spec.atomic[acquired.atomic]
-    candidates = [Candidate.from_record(c) for c in acquired.kept]
-    update.progress.expect("generate", len(candidates))
-
-    def one(index: int, candidate: Candidate) -> Generated | Failure:
-        with update.clock("generate"):
-            got = generate_item(spec.task, atomic, candidate, update.generators, update.roles["comparer"], update.tools,
-                                update.blobs, update.cache, update.calls, index=index, mode=update.config.mode,
-                                seed=update.config.seed)
-        update.progress.done("generate", not isinstance(got, Failure))
-        return got
-
-    return _map(update.items, one, list(enumerate(candidates)))
+    return _map(update.items, lambda i, c: _generate_one(update, spec, acquired.atomic, i, c), _kept(acquired))
 
 
 def _verify(update: Update, acquired: Acquired, generated: Sequence[Generated | Failure]) -> list[Verified | Failure]:
     suffix = {c["sha"]: c["suffix"] for c in acquired.kept}
-    todo = [g for g in generated if isinstance(g, Generated)]
-    update.progress.expect("verify", len(todo))
+    return _map(update.items, lambda g: _verify_one(update, g, suffix[g.sha]),
+                [(g,) for g in generated if isinstance(g, Generated)])
 
-    def one(g: Generated) -> Verified | Failure:
-        with update.clock("verify"):
-            got = verify_item(g, suffix[g.sha], update.roles["verifier"], update.tools, update.blobs, update.cache)
-        update.progress.done("verify", not isinstance(got, Failure))
-        if isinstance(got, Verified):
-            update.progress.add("verify", "accepted" if got.accepted else "rejected")
-        return got
 
-    return _map(update.items, one, [(g,) for g in todo])
+def _generate_and_verify(update: Update, spec: Spec, acquired: Acquired) -> tuple[list[Any], list[Any]]:
+    """Each kept image generated and at once verified (no barrier between the two stages), results in order."""
+
+    def one(index: int, candidate: Candidate) -> tuple[Generated | Failure, Verified | Failure | None]:
+        g = _generate_one(update, spec, acquired.atomic, index, candidate)
+        return g, (_verify_one(update, g, candidate.suffix) if isinstance(g, Generated) else None)
+
+    done = _map(update.items, one, _kept(acquired))
+    return [g for g, _ in done], [v for _, v in done if v is not None]
 
 
 def _map(pool: Executor, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
@@ -463,8 +473,7 @@ def run(config: EvolveConfig, roles: dict[str, Role] | None = None) -> Path:
             if failure is not None:
                 return None, [failure], [], []
             acquired, failures = _acquire(u, s, name)
-            generated = _generate(u, s, acquired)
-            return acquired, failures, generated, _verify(u, acquired, generated)
+            return acquired, failures, *_generate_and_verify(u, s, acquired)
 
         names = _names(u, s)
         done = dict(zip(names, _map(u.tasks, chain, [(n,) for n in names]), strict=True))

@@ -4,14 +4,15 @@ cache), its reply read and validated into the stage's record, or a Failure keepi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from fastmmeval.live.prompts import prompt
+from fastmmeval.errors import FastmmevalError
+from fastmmeval.live.prompts import Prompt, prompt
 from fastmmeval.live.records import Capture, Draft, Failure
 from fastmmeval.live.roles import Role
 from fastmmeval.live.store import Blobs, StageCache, content_key
-from fastmmeval.live.validate import SCHEMAS, ReplyError, read_reply
+from fastmmeval.live.validate import SCHEMAS, read_object
 
 T = TypeVar("T")
 
@@ -40,12 +41,22 @@ def ask_and_read(role: Role, stage: str, prompt_name: str, values: dict[str, Any
     capture's screenshots (the reply schema-checked first), or a Failure of `stage` for `subject`:
     without a raw reply when the call failed, with it when the reply was refused. The call is
     cached under the screenshots' and the values' hashes; the reply is asked for in the prompt's schema."""
-    asked = prompt(prompt_name)
     inputs = [*capture.screens, content_key("values", values)]
-    reply = role.ask(prompt_name, asked, values, screenshots(capture, blobs), cache, inputs, SCHEMAS[prompt_name])
+    return ask_record(role, stage, prompt(prompt_name), values, screenshots(capture, blobs), cache, inputs,
+                      SCHEMAS[prompt_name], subject, read, prompt_name)
+
+
+def ask_record(role: Role, stage: str, asked: Prompt, values: dict[str, Any], images: Sequence[bytes],
+               cache: StageCache, inputs: Sequence[str], schema: dict[str, Any], subject: str,
+               read: Callable[[dict[str, Any]], T], cache_stage: str | None = None) -> T | Failure:
+    """`read` of the reply of `role` to `asked` rendered with `values` (shown `images`, cached under
+    `inputs`, asked for in `schema`, which the reply must match), or a Failure of `stage` for
+    `subject`: without a raw reply when the call failed, with it when the reply was refused (the
+    schema, or any FastmmevalError `read` raises). `cache_stage` names the call in the cache (default: `stage`)."""
+    reply = role.ask(cache_stage or stage, asked, values, images, cache, inputs, schema)
     if reply.text is None:
         return Failure(stage, subject, reply.error or f"{asked.id}: no reply")
     try:
-        return read(read_reply(reply.text, prompt_name))
-    except ReplyError as e:
+        return read(read_object(reply.text, schema))
+    except FastmmevalError as e:
         return Failure(stage, subject, f"{asked.id}: {e}", reply.text)

@@ -85,9 +85,16 @@ class Role:
         schema_text = json.dumps(schema, sort_keys=True) if schema is not None else None
         key = content_key("role", stage, prompt.id, prompt.sha256, self.fingerprint(), list(inputs), schema_text)
         hit = cache.get(key)
-        if hit is not None:
-            self._count(stage, cached=1)
-            return Reply(hit["text"], cached=True, usage=hit.get("usage", {}))
+        if hit is None:
+            with cache.claim(key):  # the same call asked twice at once is made once: the second reads the first's
+                hit = cache.get(key)
+                if hit is None:
+                    return self._call(stage, prompt, values, images, cache, key, schema_text)
+        self._count(stage, cached=1)
+        return Reply(hit["text"], cached=True, usage=hit.get("usage", {}))
+
+    def _call(self, stage: str, prompt: Prompt, values: dict[str, Any], images: Sequence[bytes], cache: StageCache,
+              key: str, schema_text: str | None) -> Reply:
         parts = [ImagePart(_decode(data), ref=f"{stage}:{i}") for i, data in enumerate(images)]
         parts.append(TextPart(prompt.render(**values)))
         system = [Message("system", (TextPart(prompt.system),))] if prompt.system else []

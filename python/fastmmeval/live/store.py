@@ -8,6 +8,8 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,25 @@ class StageCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._claims: dict[str, list[Any]] = {}  # key -> [its lock, how many threads hold or wait for it]
         self._db = open_cache_db(path, "CREATE TABLE IF NOT EXISTS results"
                                        " (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL, at REAL)")
+
+    @contextmanager
+    def claim(self, key: str) -> Iterator[None]:
+        """Hold `key` while its result is computed: another thread claiming it waits until then (and then
+        finds the result cached, unless it failed)."""
+        with self._lock:
+            gate = self._claims.setdefault(key, [threading.Lock(), 0])
+            gate[1] += 1
+        try:
+            with gate[0]:
+                yield
+        finally:
+            with self._lock:
+                gate[1] -= 1
+                if gate[1] == 0:
+                    del self._claims[key]
 
     def get(self, key: str) -> Any | None:
         """The value cached under `key`, or None."""
