@@ -33,6 +33,7 @@ FLOWS: dict[str, str] = {
     "judge": "fastmmeval.judge.cli",
     "live": "fastmmeval.live.cli",
     "evolve": "fastmmeval.evolve.cli",
+    "compare": "fastmmeval.compare.cli",
 }
 SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task
