@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from evolve_images import drawn_scene
+from fixture_http import FixtureServer as BoundedServer
+from fixture_http import Reply
 from PIL import Image
 
 NOW = "2026-12-01T00:00:00Z"  # the `now` the tests pin: the window is the year before it
 RECENT = ("2026-03-15T12:00:00Z", "2026-06-01T08:30:00Z", "2026-09-20T17:45:00Z", "2026-11-02T09:00:00Z")
 OLD = "2024-05-01T10:00:00Z"  # outside the window
 EXIF_MAKE = "FixtureCam"  # the camera make written into the EXIF of the JPEGs served
-Reply = tuple[int, str, bytes]
 
 
 @cache
@@ -66,27 +64,17 @@ def scene_title(i: int) -> str:
     return f"{scene.word.title()} sign with {' and '.join(sorted(scene.counts))} shapes"
 
 
-class FixtureServer:
-    """A threaded HTTP server on 127.0.0.1 answering through `answer`; `hits` holds (method, Host, path)."""
-
-    def __init__(self, max_requests: int = 500, lifetime_s: float = 300.0) -> None:
-        self.hits: list[tuple[str, str, str]] = []
-        self.redirects: dict[str, str] = {}  # path -> where a 302 sends it
-        self.max_requests = max_requests
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{port}"
-        self.offsite_url = f"http://localhost:{port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self._timer = threading.Timer(lifetime_s, self._server.shutdown)
-        self._timer.daemon = True
-        self._timer.start()
+class FixtureServer(BoundedServer):
+    """A fixture server (tests/fixture_http.py) that also serves the drawn images; a subclass answers the
+    rest through `answer`."""
 
     def answer(self, method: str, path: str, params: dict[str, str], headers: Any, body: bytes) -> Reply:
-        """(status, content type, body) for one request."""
+        """(status, content type, body) for one request that is not an image."""
         raise NotImplementedError
+
+    def respond(self, method: str, path: str, params: dict[str, str], headers: Any, body: bytes) -> Reply:
+        """A drawn image, or what `answer` says."""
+        return self.image(path) or self.answer(method, path, params, headers, body)
 
     def image(self, path: str) -> Reply | None:
         """The drawn images every server serves: /img/<i>.png and /img/<i>.jpg (with EXIF)."""
@@ -99,59 +87,6 @@ class FixtureServer:
         if ext == "jpg":
             return 200, "image/jpeg", scene_jpeg_with_exif(int(stem))
         return None
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                self._reply("GET", b"")
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                self._reply("POST", self.rfile.read(min(length, 1 << 20)))
-
-            def _reply(self, method: str, body: bytes) -> None:
-                parts = urlsplit(self.path)
-                with server._lock:
-                    server.hits.append((method, self.headers.get("Host", ""), parts.path))
-                    over = len(server.hits) > server.max_requests
-                if over:
-                    status, kind, data = 503, "text/plain", b"request budget spent"
-                elif parts.path in server.redirects:
-                    self.send_response(302)
-                    self.send_header("Location", server.redirects[parts.path])
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                else:
-                    status, kind, data = server.image(parts.path) or server.answer(
-                        method, parts.path, dict(parse_qsl(parts.query)), self.headers, body)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except ConnectionError:
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._timer.cancel()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FixtureServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _json(status: int, value: Any) -> Reply:

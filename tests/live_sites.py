@@ -13,13 +13,13 @@ Content is fixed, so two captures of a page look the same. The server answers at
 from __future__ import annotations
 
 import io
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+from fixture_http import FixtureServer, Reply
 from PIL import Image, ImageDraw
 
 from fastmmeval.live.records import Source
@@ -106,85 +106,34 @@ def _image(i: int) -> bytes:
     return out.getvalue()
 
 
-class SiteServer:
-    """The fixture sites on a background thread: `base_url`, `sources` (one per page, in PAGES order),
-    `editions` (one Source per edition page) and `hits`, the (Host header, path) of every request it got."""
+class SiteServer(FixtureServer):
+    """The fixture sites on a background thread (a bounded tests/fixture_http.py server): `base_url`,
+    `sources` (one per page, in PAGES order), `editions` (one Source per edition page) and `hits`."""
 
     def __init__(self, max_requests: int = 3000, lifetime_s: float = 600.0, editions: int = 0) -> None:
-        self.hits: list[tuple[str, str]] = []
-        self.max_requests = max_requests
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{port}"
-        self.offsite_url = f"http://localhost:{port}"
+        super().__init__(max_requests, lifetime_s)
+        self.redirects["/offsite"] = self.offsite_url + "/elsewhere"
         self.sources = [Source(name, self.base_url + path, category, lang)
                         for path, (name, lang, category) in PAGES.items()]
         self._pages = _pages(self.base_url, self.offsite_url)
         self._pages |= {f"/edition/{i}": (200, _edition(self.base_url, i)) for i in range(editions)}
         self.editions = [Source(f"edition-{i}", f"{self.base_url}/edition/{i}", "news") for i in range(editions)]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self._timer = threading.Timer(lifetime_s, self._server.shutdown)
-        self._timer.daemon = True
-        self._timer.start()
 
     def source(self, name: str) -> Source:
         """The source named `name`."""
         return next(s for s in self.sources if s.name == name)
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        sites = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                with sites._lock:
-                    sites.hits.append((self.headers.get("Host", ""), self.path))
-                    over = len(sites.hits) > sites.max_requests
-                path = self.path.split("?")[0]
-                if over:
-                    self._send(503, b"request budget spent", "text/plain")
-                elif path == "/offsite":
-                    self.send_response(302)
-                    self.send_header("Location", sites.offsite_url + "/elsewhere")
-                    self.end_headers()
-                elif path == "/poll":
-                    time.sleep(POLL_S)
-                    self._send(200, b"{}", "application/json")
-                elif path.startswith("/img/") and path[5:-4].isdigit() and int(path[5:-4]) < 4:
-                    self._send(200, _image(int(path[5:-4])), "image/png")
-                elif path in sites._pages:
-                    status, body = sites._pages[path]
-                    self._send(status, body, "text/html; charset=utf-8")
-                else:
-                    self._send(404, b"not found", "text/plain")
-
-            def _send(self, status: int, body: bytes, kind: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except ConnectionError:  # a poll still open when its browser context closed
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._timer.cancel()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> SiteServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def respond(self, method: str, path: str, params: dict[str, str], headers: Any, body: bytes) -> Reply:
+        """A page, an image, the endless poll of /restless, or 404."""
+        if path == "/poll":
+            time.sleep(POLL_S)
+            return 200, "application/json", b"{}"
+        if path.startswith("/img/") and path[5:-4].isdigit() and int(path[5:-4]) < 4:
+            return 200, "image/png", _image(int(path[5:-4]))
+        if path in self._pages:
+            status, page = self._pages[path]
+            return status, "text/html; charset=utf-8", page
+        return 404, "text/plain", b"not found"
 
 
 @contextmanager

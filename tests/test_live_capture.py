@@ -100,7 +100,7 @@ def test_failed_pages_are_recorded_with_their_reasons(month: dict[str, Capture])
 def test_nothing_off_the_allowlist_is_fetched(month: dict[str, Capture], sites: SiteServer, work: Work) -> None:
     # The news page embeds an image from localhost (the same server under a name not on the list).
     assert month["news-en"].blocked == ["localhost"]
-    assert {host for host, _ in sites.hits} == {sites.base_url.removeprefix("http://")}
+    assert {host for _, host, _ in sites.hits} == {sites.base_url.removeprefix("http://")}
     refused = work.capture([sites.source("news-ja")], month="2024-09", allow=["example.org"])[0]
     assert refused.error == "host '127.0.0.1' is not on the allowlist"
 
@@ -124,7 +124,7 @@ def test_a_page_that_never_settles_is_captured_when_the_cap_runs_out(sites: Site
     start = time.monotonic()
     restless = work.capture([sites.source("restless")], month="2024-08")[0]
     assert restless.error is None and len(restless.screens) == 1
-    assert any(path.startswith("/poll") for _, path in sites.hits)  # it was still fetching
+    assert any(path.startswith("/poll") for _, _, path in sites.hits)  # it was still fetching
     assert time.monotonic() - start < FAST.page_timeout_s / 3
 
 
