@@ -4,8 +4,9 @@ The API: `consistency(runs_a, runs_b, tasks, out)` compares the scores of the mo
 both versions of a task (Pearson r, Spearman rho, Kendall tau, pairwise orderings kept, bootstrap
 CIs over docs and the per-model x category rank shift), read from our run folders."""
 
-from fastmmeval.util import lazy_exports
+# Imported at once, not lazily: the function shares its module's name, and a lazy export would leave
+# the module in its place once anything imported `fastmmeval.compare.consistency` first. Its heavy
+# imports (scipy, matplotlib) wait inside its functions.
+from fastmmeval.compare.consistency import ConsistencyReport, consistency
 
 __all__ = ["ConsistencyReport", "consistency"]
-# Every `fastmmeval` command imports `compare.cli`, and with it this package: its modules load on first use.
-__getattr__ = lazy_exports(__name__, {"ConsistencyReport": "consistency", "consistency": "consistency"})

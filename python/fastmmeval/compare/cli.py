@@ -37,9 +37,32 @@ def add_parser(sub: Any) -> None:
     _consistency_parser(cmds)
 
 
+def _consistency_table(report: Any) -> Any:
+    """Table 2 of MMBench-Live, with Kendall tau, CIs and the orderings kept."""
+    from rich.table import Table
+
+    from fastmmeval.runscores import CORRELATIONS
+
+    def stat(test: dict[str, Any]) -> str:
+        if test["value"] is None:
+            return "n/a"
+        ci = f" [{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}]" if test["ci95"] else ""
+        return f"{test['value']:+.4f}{ci}" + (f" p={test['p']:.3g}" if test["p"] is not None else "")
+
+    table = Table(title=f"consistency {report.tasks['old']} -> {report.tasks['new']} (by {report.field or 'task'})")
+    for col in ("Granularity", "n", "Pearson r [95% CI] p", "Spearman ρ [95% CI] p", "Kendall τ [95% CI] p",
+                "Pairs kept", "Sig. pairs kept"):
+        table.add_column(col, justify="left" if col == "Granularity" else "right")
+    for name, level in report.levels.items():
+        o = level["orderings"]
+        table.add_row(name.replace("_", "-"), str(level["n"]), *(stat(level[k]) for k in CORRELATIONS),
+                      f"{o['kept']}/{o['pairs']}", f"{o['significant_kept']}/{o['significant']}")
+    return table
+
+
 def _cmd_consistency(args: argparse.Namespace) -> int:
     from fastmmeval.compare.consistency import consistency
-    from fastmmeval.console import stdout_console
+    from fastmmeval.console import print_table, stdout_console
     from fastmmeval.errors import ConfigError
 
     if len(args.runs) != 2:
@@ -47,7 +70,10 @@ def _cmd_consistency(args: argparse.Namespace) -> int:
                           f"got {len(args.runs)}")
     report = consistency(args.runs[0], args.runs[1], args.tasks, args.out, field=args.field,
                          bootstrap=args.bootstrap, seed=args.seed)
-    stdout_console().print(report.summary(), soft_wrap=True)
+    console = stdout_console()
+    print_table(_consistency_table(report), console)
+    console.print(f"{len(report.models)} models x {len(report.categories)} categories; "
+                  f"{report.files['report']}, {report.files['heatmap']}", soft_wrap=True)
     return 0
 
 
