@@ -221,6 +221,8 @@ def _evaluate(
         if run is not None:
             _hold(run, command, held)
         fingerprints = {t.name: t.fingerprint() for t in tasks}  # loads (or builds) each task's data
+        for task in tasks:
+            task.check_breakdown(config.limit)
         manifest = run.read_json("manifest.json") if run is not None else None
         if run is not None and manifest is not None and manifest["task_fingerprints"] != fingerprints:
             changed = [t for t in fingerprints if manifest["task_fingerprints"].get(t) != fingerprints[t]]

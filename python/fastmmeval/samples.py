@@ -14,8 +14,9 @@ from fastmmeval.judge.agreement import agreement
 from fastmmeval.judge.judge import Verdict
 from fastmmeval.judge.pipeline import judged_score, needs_judge
 from fastmmeval.metrics import summarize
+from fastmmeval.metrics.base import units
 from fastmmeval.protocol import Response
-from fastmmeval.tasks.task import Task
+from fastmmeval.tasks.task import DocRef, Task
 
 
 def build_sample(
@@ -30,6 +31,8 @@ def build_sample(
         sample["images"] = [p.ref for m in item.request.messages for p in m.content if hasattr(p, "image")]
         if item.request.continuations:
             sample["continuations"] = list(item.request.continuations)
+    if item.doc is not None and task.config.breakdown:
+        sample["categories"] = task.categories(item.doc)
     if item.error is not None:
         return _failed(sample, item.error)
     assert response is not None and item.doc is not None
@@ -97,12 +100,57 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         out["judge_agreement"] = agreement(judged)
     if not task.metrics:  # predicted, not scored
         return out
+    out["metrics"], keys = _scores(task, scored, bootstrap_iters, seed)
+    out.update(keys)
+    if task.config.breakdown:
+        out["breakdowns"] = _breakdowns(task, scored, bootstrap_iters, seed)
+    return out
+
+
+def _scores(
+    task: Task, scored: list[dict[str, Any]], bootstrap_iters: int, seed: int
+) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
+    """Each metric's values over the scored samples: {name: {"value", "stderr"}} on the metric's own scale
+    (which `headline` maps to 0-100), and lmms-eval's result keys (`name,filter`, `name_stderr,filter`) on
+    the task's scale."""
+    metrics: dict[str, dict[str, float | None]] = {}
+    keys: dict[str, float | None] = {}
     for metric, filter_name, scale in zip(task.metrics, task.metric_filters, task.metric_scales, strict=True):
         items = [v for s in scored if (v := s["metrics"][metric.name]) is not None]
         for name, v in summarize(metric, items, bootstrap_iters=bootstrap_iters, seed=seed).items():
             finite = {k: (x if x is not None and math.isfinite(x) else None) for k, x in v.items()}
-            out["metrics"][name] = finite  # on the metric's own scale, which `headline` maps to 0-100
-            # lmms-eval's result keys, on its scale
-            out[f"{name},{filter_name}"] = None if finite["value"] is None else finite["value"] * scale
-            out[f"{name}_stderr,{filter_name}"] = None if finite["stderr"] is None else finite["stderr"] * scale
+            metrics[name] = finite
+            keys[f"{name},{filter_name}"] = None if finite["value"] is None else finite["value"] * scale
+            keys[f"{name}_stderr,{filter_name}"] = None if finite["stderr"] is None else finite["stderr"] * scale
+    return metrics, keys
+
+
+def _breakdowns(
+    task: Task, scored: list[dict[str, Any]], bootstrap_iters: int, seed: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{field: {category: {lmms-eval key: value, ..., "n"}}} for each `breakdown` field, categories in name
+    order: the task's metrics over that category's samples only (stderrs bootstrapped with the same seed,
+    over whole clusters where a metric names them), and `n`, how many independent units the headline
+    metric scored there (docs, or clusters such as MMBench's questions)."""
+    categories = [_categories(task, s) for s in scored]
+    headline = task.metrics[0]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in task.config.breakdown:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for sample, found in zip(scored, categories, strict=True):
+            groups.setdefault(found[name], []).append(sample)
+        out[name] = {}
+        for category in sorted(groups):
+            members = groups[category]
+            items = [v for s in members if (v := s["metrics"][headline.name]) is not None]
+            out[name][category] = {**_scores(task, members, bootstrap_iters, seed)[1], "n": units(headline, items)}
     return out
+
+
+def _categories(task: Task, sample: dict[str, Any]) -> dict[str, str]:
+    """A scored sample's categories: those it recorded, or (a sample written before the task file declared
+    them) its doc's, read again."""
+    recorded = sample.get("categories") or {}
+    if all(name in recorded for name in task.config.breakdown):
+        return recorded
+    return task.categories(task.doc(DocRef(sample["doc_index"], sample["doc_id"])))

@@ -127,6 +127,11 @@ def summarize(
     return {k: {"value": v, "stderr": _std(draws[k])} for k, v in values.items()}
 
 
+def units(metric: Metric, items: Sequence[Any]) -> int:
+    """How many independent units the items are: items, or the metric's clusters (e.g. MMBench's questions)."""
+    return len(_clusters(metric.cluster, items))
+
+
 def _clusters(field: str | None, items: Sequence[Any]) -> list[list[Any]]:
     """The resampling units: one per item, or the items of each cluster (in first-seen order)."""
     if field is None:

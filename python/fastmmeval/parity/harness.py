@@ -166,7 +166,8 @@ def ours_results(
     for doc, text in zip(docs, responses, strict=True):
         cut = cut_at_stop(text, stops) if stops else None
         response = Response(f"{task.name}/{doc.id}", text=text if cut is None else cut)
-        samples.append({"doc_id": doc.id, **_score(task, doc, requests[doc.id], response, judge)})
+        sample = {"doc_id": doc.id, "categories": task.categories(doc)}  # the categories a run's sample records
+        samples.append({**sample, **_score(task, doc, requests[doc.id], response, judge)})
     results = aggregate(task, samples, bootstrap_iters=0)
     return {k: v for k, v in results.items() if "," in k and "_stderr," not in k}, samples
 

@@ -21,7 +21,7 @@ OutputType = Literal["generate", "multiple_choice"]
 TASK_KEYS = {
     "task", "version", "group", "description", "dataset", "split", "doc_id", "doc_to_messages",
     "target", "output_type", "choices", "mc_mode", "extractor", "metrics", "generation",
-    "process_doc", "where", "docs", "lmms_eval", "ppl", "submission",
+    "process_doc", "where", "docs", "lmms_eval", "ppl", "submission", "breakdown",
 }  # fmt: skip
 DATASET_KEYS = {
     "path", "name", "revision", "load_from_disk", "data_files", "image_root", "builder", "allow_absolute_paths",
@@ -103,12 +103,17 @@ class TaskConfig:
     group: tuple[str, ...] = ()
     description: str = ""
     source_file: str = ""
+    # Doc fields whose values split the results into categories (results.json's `breakdowns`), and the
+    # file:line that declares them.
+    breakdown: tuple[str, ...] = ()
+    breakdown_where: str = ""
 
     def fingerprint(self) -> str:
         """Hash of everything in the protocol that can change a score (not paths or prose)."""
         payload = asdict(self)
-        for key in ("description", "source_file", "group", "metric_keys", "metric_filters", "docs", "lmms_eval"):
-            payload.pop(key)  # names and notes, not protocol
+        for key in ("description", "source_file", "group", "metric_keys", "metric_filters", "docs", "lmms_eval",
+                    "breakdown", "breakdown_where"):
+            payload.pop(key)  # names, notes and views of the scores, not protocol
         for key in ("process_doc", "where", "metric_scales", "submission"):
             if not payload[key]:
                 payload.pop(key)  # fingerprints of tasks without them stay what they were
@@ -172,6 +177,8 @@ def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:
         lmms_eval=_parse_lmms_eval(r, data),
         submission=submission,
         source_file=str(path),
+        breakdown=_parse_breakdown(r, data),
+        breakdown_where=data.where("breakdown") if "breakdown" in data else "",
     )
     if mc_mode == "ppl":
         ppl_messages(config)  # a prompt with nothing to cut fails here, with its file
@@ -250,6 +257,15 @@ def _parse_where(r: FieldReader, data: LineDict) -> tuple[tuple[str, str], ...]:
     if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in where.values()):
         raise r.fail(data, "where", "each condition is field: string or integer value")
     return tuple((str(k), str(v)) for k, v in where.items())
+
+
+def _parse_breakdown(r: FieldReader, data: LineDict) -> tuple[str, ...]:
+    """`breakdown`: the doc field (or list of fields) whose values are the categories each metric is also
+    reported on (e.g. MMBench's `[L2-category, category]`)."""
+    fields = r.str_list(data, "breakdown", ())
+    if not all(fields) or len(set(fields)) != len(fields):
+        raise r.fail(data, "breakdown", f"each entry is a doc field name, each once: {list(fields)!r}")
+    return fields
 
 
 def _parse_lmms_eval(r: FieldReader, data: LineDict) -> LmmsEvalRef | None:

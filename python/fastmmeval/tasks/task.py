@@ -24,6 +24,9 @@ from fastmmeval.tasks.submission import SUBMISSION_FORMATS
 
 T = TypeVar("T")
 
+# The category of a doc without a value in a `breakdown` field.
+NO_CATEGORY = "(none)"
+
 
 @dataclass(frozen=True)
 class DocRef:
@@ -153,6 +156,31 @@ class Task:
                     f"{where}: {self.config.process_doc} cannot read the row: {type(e).__name__}: {e}"
                 ) from None
         return Doc(self.name, ref.id, ref.index, fields)
+
+    def check_breakdown(self, limit: int | None = None) -> None:
+        """Refuse a `breakdown` field that the task's first doc (its fields after `process_doc`) lacks, before
+        any model time is spent. A first doc that cannot be read is not checked: its failure is recorded when
+        it runs."""
+        refs = self.doc_refs(limit) if self.config.breakdown and self.metrics else []
+        if not refs:
+            return
+        try:
+            fields = self.doc(refs[0]).fields
+        except DocError:
+            return
+        for name in self.config.breakdown:
+            if name not in fields:
+                raise ConfigError(
+                    f"{self.config.breakdown_where}: field 'breakdown': {name!r} is not a field of task {self.name}'s "
+                    f"docs (they have {', '.join(sorted(fields))})"
+                )
+
+    def categories(self, doc: Doc) -> dict[str, str]:
+        """The doc's category under each `breakdown` field: the field's value as text (NO_CATEGORY when null)."""
+        return {
+            name: NO_CATEGORY if doc.fields.get(name) is None else str(doc.fields[name])
+            for name in self.config.breakdown
+        }
 
     def where(self, doc: Doc) -> str:
         """How errors name a doc."""

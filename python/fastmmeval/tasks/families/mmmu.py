@@ -46,7 +46,7 @@ def mmmu(row: dict[str, Any]) -> dict[str, Any]:
     and the lettered options for a multiple-choice question, empty for an open one),
     `instruction` (its default multiple_choice_prompt or open_ended_prompt), and `images`: the
     row's image_1 ... image_7 in order (None where it has fewer), which the prompt's `<image N>`
-    tags pick."""
+    tags pick; and `subject`, the subject its `id` names (`mmmu_subject`)."""
     text_field(row, "question")  # the prompt shows it: it must be text
     options = _mmmu_options(row)
     choice = text_field(row, "question_type") == "multiple-choice"
@@ -55,7 +55,15 @@ def mmmu(row: dict[str, Any]) -> dict[str, Any]:
         "option_lines": "\n" + format_options(options) if choice else "",
         "instruction": MMMU_MC_PROMPT if choice else MMMU_OPEN_PROMPT,
         "images": [row.get(f"image_{n}") for n in range(1, MMMU_IMAGES + 1)],
+        "subject": mmmu_subject(row.get("id")),
     }
+
+
+def mmmu_subject(doc_id: Any) -> str | None:
+    """The subject of an MMMU id `<split>_<Subject>_<number>` ("validation_Art_Theory_1": "Art_Theory"), as
+    lmms-eval's `extract_subset_name` reads it; None for an id of another shape (lmms-eval raises)."""
+    match = re.fullmatch(r"[^_]+_(.+?)_\d+", doc_id) if isinstance(doc_id, str) else None
+    return match.group(1) if match else None
 
 
 def parse_mmmu_choice(response: str, options: Sequence[str]) -> str | None:
