@@ -180,10 +180,10 @@ def test_breakdown_leaves_the_fingerprint_and_the_top_level_results_as_they_were
 
 
 def test_seedbench_by_question_type_is_accuracy_with_its_analytic_stderr(tmp_path: Path) -> None:
-    """SEED-Bench's `question_type_id` (a number in the data, its text a category); docs are independent:
-    the stderr is the sample std / sqrt(n) of the category's hits."""
-    types = [1, 1, 1, 2, 2, 2, 2, 9, 9]
-    right = [True, False, True, True, True, False, True, False, False]
+    """SEED-Bench's `question_type_id` (a number in the data, its text a category; a doc without one is in
+    `(none)`); docs are independent: the stderr is the sample std / sqrt(n) of the category's hits."""
+    types = [1, 1, 1, 2, 2, 2, 2, 9, 9, None]
+    right = [True, False, True, True, True, False, True, False, False, True]
     rows = [
         {"answer": "B", "choice_a": "A dog", "choice_b": "A cat", "choice_c": "A car", "choice_d": "A tree",
          "data_id": f"{i}.jpg", "data_type": "image", "question": f"What is in picture {i}?",
@@ -195,7 +195,9 @@ def test_seedbench_by_question_type_is_accuracy_with_its_analytic_stderr(tmp_pat
     answers = {r["question_id"]: "B" if ok else "C" for r, ok in zip(rows, right, strict=True)}
     results, _ = run_task(tmp_path, tmp_path / "data", "seedbench", answers, list(answers))
     entries = results["breakdowns"]["question_type_id"]
-    assert list(entries) == ["1", "2", "9"]  # the video row (type 10) is not a doc of the task
+    assert list(entries) == ["(none)", "1", "2", "9"]  # the video row (type 10) is not a doc of the task
+    assert entries["(none)"] == {"seed_image,none": 1.0, "seed_image_stderr,none": 0.0, "seed_all,none": 1.0,
+                                 "seed_all_stderr,none": 0.0, "n": 1}  # one doc: 0, as the analytic top level
     for category, t in (("1", 1), ("2", 2), ("9", 9)):
         hits = [float(ok) for ok, kind in zip(right, types, strict=True) if kind == t]
         stderr = statistics.stdev(hits) / math.sqrt(len(hits))
