@@ -26,6 +26,7 @@ REQUIRED = {
     "live build": ["--generator", "g"],
     "live review": [],
     "live export": [],
+    "compare pacost": ["--model", "m", "--tasks", "t", "--paraphraser", "p"],
 }
 
 
