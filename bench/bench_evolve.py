@@ -82,14 +82,16 @@ from fastmmeval.evolve.benchmark import Benchmark, load_benchmark  # noqa: E402
 from fastmmeval.evolve.controller import ControllerSettings, control  # noqa: E402
 from fastmmeval.evolve.dataset import export_version  # noqa: E402
 from fastmmeval.evolve.dedupe import NearCopies, drop_duplicates  # noqa: E402
+from fastmmeval.evolve.executors import open_source  # noqa: E402
 from fastmmeval.evolve.generate import generate_item  # noqa: E402
 from fastmmeval.evolve.patterns import find_patterns  # noqa: E402
 from fastmmeval.evolve.pipeline import ROLES, EvolveConfig  # noqa: E402
 from fastmmeval.evolve.records import Candidate, Failure, Generated, Judgment, Verified  # noqa: E402
 from fastmmeval.evolve.review import write_review_sheet  # noqa: E402
-from fastmmeval.evolve.sources import ImageSource, open_source  # noqa: E402
+from fastmmeval.evolve.sources import ImageSource  # noqa: E402
 from fastmmeval.evolve.spec import AtomicSpec, write_spec  # noqa: E402
-from fastmmeval.evolve.tools import ToolBox, default_tools  # noqa: E402
+from fastmmeval.evolve.toolbox import default_tools  # noqa: E402
+from fastmmeval.evolve.tools import ToolBox  # noqa: E402
 from fastmmeval.evolve.verify import verify_item  # noqa: E402
 from fastmmeval.live.roles import Role, RoleSpec, build_roles  # noqa: E402
 from fastmmeval.live.store import Blobs, StageCache  # noqa: E402

@@ -16,8 +16,8 @@ from evolve_images import drawn_scene
 from evolve_llm import KEY_ENV, EvolveLLM
 
 from fastmmeval.evolve.controller import ControllerSettings, aggregate, control
+from fastmmeval.evolve.executors import open_source
 from fastmmeval.evolve.records import Judgment
-from fastmmeval.evolve.sources import open_source
 from fastmmeval.evolve.spec import AtomicSpec, Pattern
 from fastmmeval.live.roles import Role, RoleSpec, build_roles
 from fastmmeval.live.store import Blobs, StageCache

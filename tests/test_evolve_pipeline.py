@@ -21,8 +21,8 @@ from evolve_llm import KEY_ENV, EvolveLLM, count_question
 from fastmmeval.errors import ConfigError
 from fastmmeval.evolve import pipeline
 from fastmmeval.evolve.controller import ControllerSettings
+from fastmmeval.evolve.executors import open_source
 from fastmmeval.evolve.pipeline import EvolveConfig
-from fastmmeval.evolve.sources import open_source
 from fastmmeval.tasks.sources import DATA_DIR_ENV
 
 COUNTS = {"image_scene": 3, "ocr": 3}

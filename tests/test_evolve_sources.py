@@ -27,9 +27,10 @@ from PIL import Image
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.evolve.dedupe import NearCopies, drop_duplicates
+from fastmmeval.evolve.executors import open_source
 from fastmmeval.evolve.fetch import FetchError, http_get
 from fastmmeval.evolve.sanitize import ImageCaps
-from fastmmeval.evolve.sources import Retrieved, SourceError, iso_utc, open_source, parse_time, rank
+from fastmmeval.evolve.sources import Retrieved, SourceError, iso_utc, parse_time, rank
 from fastmmeval.live.store import Blobs
 
 KEY = "sk-fixture-0123456789abcdef"

@@ -18,7 +18,8 @@ from PIL import Image
 from fastmmeval.errors import ConfigError
 from fastmmeval.evolve.records import Step
 from fastmmeval.evolve.solution import PlanError, check_plan, plan_schema, run_plan
-from fastmmeval.evolve.tools import Param, Tool, ToolBox, default_tools
+from fastmmeval.evolve.toolbox import default_tools
+from fastmmeval.evolve.tools import Param, Tool, ToolBox
 from fastmmeval.models import MODELS
 from fastmmeval.models.base import Model
 from fastmmeval.models.schema_subset import check_schema

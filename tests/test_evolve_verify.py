@@ -17,7 +17,7 @@ from evolve_llm import KEY_ENV, EvolveLLM, count_question
 from fastmmeval.evolve.generate import generate_item
 from fastmmeval.evolve.records import Candidate, Failure, Generated, Verified
 from fastmmeval.evolve.spec import AtomicSpec
-from fastmmeval.evolve.tools import default_tools
+from fastmmeval.evolve.toolbox import default_tools
 from fastmmeval.evolve.verify import verify_item
 from fastmmeval.live.roles import RoleSpec, build_roles
 from fastmmeval.live.store import Blobs, StageCache

@@ -104,8 +104,8 @@ def _config(args: argparse.Namespace) -> Any:
     from fastmmeval.errors import ConfigError
     from fastmmeval.evolve.benchmark import Layout
     from fastmmeval.evolve.controller import ControllerSettings
+    from fastmmeval.evolve.executors import open_source
     from fastmmeval.evolve.pipeline import EvolveConfig
-    from fastmmeval.evolve.sources import open_source
     from fastmmeval.live.roles import RoleSpec
     from fastmmeval.models.base import parse_model_args
 
@@ -156,6 +156,7 @@ def _config(args: argparse.Namespace) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run the `evolve` stage chosen on the command line."""
     from fastmmeval.evolve import pipeline
+    from fastmmeval.evolve.workspace import Workspace
 
     command = args.evolve_command
     console = stdout_console()
@@ -165,18 +166,18 @@ def main(args: argparse.Namespace) -> int:
     if command == "spec":
         spec = pipeline.spec(config, force=args.force)
         console.print(f"{len(spec.atomic)} atomic tasks under {len(spec.hierarchy)} abilities in "
-                      f"{pipeline.Workspace(config.out).spec_path} (edit it, then: fastmmeval evolve patterns ...)",
+                      f"{Workspace(config.out).spec_path} (edit it, then: fastmmeval evolve patterns ...)",
                       soft_wrap=True)
         return 0
     if command in ("patterns", "plan"):
         spec = getattr(pipeline, command)(config)
-        console.print(f"{command} of {len(spec.atomic)} atomic tasks in {pipeline.Workspace(config.out).spec_path}",
+        console.print(f"{command} of {len(spec.atomic)} atomic tasks in {Workspace(config.out).spec_path}",
                       soft_wrap=True)
         return 0
     if command in STAGE_FILES:
         got = getattr(pipeline, command)(config)
         n = sum(len(v.kept) if command == "acquire" else len(v) for v in got.values())
-        path = pipeline.Workspace(config.out).stage_path(STAGE_FILES[command])
+        path = Workspace(config.out).stage_path(STAGE_FILES[command])
         console.print(f"{command}: {n} records for {len(got)} atomic tasks in {path}", soft_wrap=True)
         return 0
     folder = pipeline.run(config) if command == "run" else pipeline.export(config)
@@ -203,8 +204,8 @@ def _print_summary(folder: Path, console: Any) -> None:
 
 
 def _review(args: argparse.Namespace, console: Any) -> int:
-    from fastmmeval.evolve.pipeline import Workspace
     from fastmmeval.evolve.review import read_review, write_review_sheet
+    from fastmmeval.evolve.workspace import Workspace
 
     space = Workspace(args.out)
     if args.decisions is None:

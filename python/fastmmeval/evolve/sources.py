@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -299,22 +298,3 @@ def _read_manifest(manifest: Path, root: Path, now: datetime) -> list[Found]:
         entries.append(Found(where, fields["url"] or where, "", fields["title"], fields["context"],
                              fields["uploaded_at"]))
     return entries
-
-
-def open_source(kind: str, **options: Any) -> ImageSource:
-    """The executor `kind` ('folder', 'crawl', 'serper', 'flickr') with its options (e.g. root=..., sites=...,
-    base_url=...; every one takes window_days, now, caps, timeout_s, max_response_bytes, workers)."""
-    from fastmmeval.evolve.crawl import CrawlSource
-    from fastmmeval.evolve.search_apis import FlickrSource, SerperSource
-
-    classes: dict[str, type[Any]] = {"folder": FolderSource, "crawl": CrawlSource, "serper": SerperSource,
-                                     "flickr": FlickrSource}
-    if kind not in classes:
-        raise ConfigError(f"evolve source {kind!r}: expected one of {', '.join(KINDS)}")
-    cls = classes[kind]
-    known = [p for c in (cls, BaseSource) for p in inspect.signature(c.__init__).parameters
-             if p not in ("self", "settings")]
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise ConfigError(f"evolve source {kind}: unknown option {unknown[0]!r} (its options: {', '.join(known)})")
-    return cls(**options)

@@ -16,7 +16,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -103,28 +102,11 @@ class Lazy(Generic[T]):
             return self._value
 
 
-def default_tools(weights: Mapping[str, Path] | None = None) -> ToolBox:
-    """The offline tools (OCR, ImageNet tags, colours, counting, geometry, image info; their models load on
-    first use), plus the model tools `weights` names a local folder for (detect, depth)."""
-    from fastmmeval.evolve import model_tools
-    from fastmmeval.models.socratic.ocr import TextReader
-    from fastmmeval.models.socratic.vision_tags import ImageTagger
-
-    reader, tagger = Lazy(TextReader), Lazy(ImageTagger)
-    tools = [_ocr_tool(reader), _tags_tool(tagger), *PIXEL_TOOLS]
-    given = dict(weights or {})
-    if unknown := sorted(set(given) - set(model_tools.WEIGHTED)):
-        raise ConfigError(f"--tool_weights: no tool named {', '.join(map(repr, unknown))} takes weights "
-                          f"(those that do: {', '.join(model_tools.WEIGHTED)})")
-    tools += [model_tools.weighted_tool(name, Path(folder)) for name, folder in given.items()]
-    return ToolBox(tools, {name: model_tools.weights_hint(name) for name in model_tools.WEIGHTED if name not in given})
-
-
 def _region_param(required: bool = False) -> Param:
     return Param("region", "the part of the image to look at", required, None if required else "whole")
 
 
-def _ocr_tool(reader: Lazy[Any]) -> Tool:
+def ocr_tool(reader: Lazy[Any]) -> Tool:
     def run(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str:
         region: Region = args["region"]
         where = region.describe(image.size)
@@ -139,7 +121,7 @@ def _ocr_tool(reader: Lazy[Any]) -> Tool:
                 {"region": _region_param()}, run, model=lambda: reader().fingerprint())
 
 
-def _tags_tool(tagger: Lazy[Any]) -> Tool:
+def tags_tool(tagger: Lazy[Any]) -> Tool:
     def run(image: Image.Image, args: dict[str, Any], earlier: list[str]) -> str:
         region: Region = args["region"]
         [tags] = tagger().tags([region.crop(image)], k=args["k"])
