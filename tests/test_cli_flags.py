@@ -27,6 +27,7 @@ REQUIRED = {
     "live review": [],
     "live export": [],
     "compare pacost": ["--model", "m", "--tasks", "t", "--paraphraser", "p"],
+    "compare consistency": ["--runs", "a", "--runs", "b", "--tasks", "a,b"],
 }
 
 
