@@ -37,6 +37,7 @@ REQUIRED = {
     "evolve review": ["--out", "o"],
     "compare pacost": ["--model", "m", "--tasks", "t", "--paraphraser", "p"],
     "compare consistency": ["--runs", "a", "--runs", "b", "--tasks", "a,b"],
+    "compare distribution": ["--tasks", "a,b"],
 }
 
 

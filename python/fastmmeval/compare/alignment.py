@@ -8,18 +8,19 @@ reported as its mean and sample standard deviation (ddof 1) over the trials.
 
 FID: the Fréchet distance between the Gaussian fits (mean, covariance with ddof 1 as `numpy.cov`),
 `|mu_a - mu_b|^2 + tr(S_a) + tr(S_b) - 2 tr sqrt(S_a S_b)`. The eigenvalues of `S_a S_b` are those of the
-symmetric PSD matrix `L^T S_b L`, with `L = V diag(sqrt(w))` from the eigen-decomposition `S_a = V diag(w) V^T`
-(`L L^T = S_a`), so `tr sqrt(S_a S_b)` is the sum of the square roots of the eigenvalues of `L^T S_b L`: two
-symmetric eigen-decompositions (backward stable, real), where `scipy.linalg.sqrtm` (what pytorch-fid's
-`calculate_frechet_distance` calls) runs a Schur decomposition of a non-symmetric product and can return
-complex rounding noise. Eigenvalues below zero are rounding of zero (both matrices are PSD) and are clipped
-to 0, so singular covariances (fewer rows than dimensions) need no offset. The smaller set's factor `L` is
-computed once for all trials.
+symmetric PSD matrix `L^T S_b L` for any factor `L L^T = S_a` (the Cholesky factor of `S_a`; for a singular
+`S_a`, `V diag(sqrt(w))` from its eigen-decomposition `V diag(w) V^T`), so `tr sqrt(S_a S_b)` is the sum of the
+square roots of the eigenvalues of `L^T S_b L`: a symmetric eigen-decomposition (backward stable, real), where
+`scipy.linalg.sqrtm` (what pytorch-fid's `calculate_frechet_distance` calls) runs a Schur decomposition of a
+non-symmetric product and can return complex rounding noise. Eigenvalues below zero are rounding of zero
+(both matrices are PSD) and are clipped to 0, so singular covariances (fewer rows than dimensions) need no
+offset. The smaller set's factor `L` is computed once for all trials.
 
 PCA-KL: per trial, a PCA fitted on the union of the two matched samples (they weigh equally; the paper does
 not say which data its PCA is fitted on), its `dim` leading components (at most the data's dimension and
 the union's rows less one), Gaussian fits of both samples in that subspace, and the closed-form
-`KL(A||B) = (tr(S_b^-1 S_a) + d^T S_b^-1 d - k + ln det S_b - ln det S_a) / 2` both ways, with `delta_kl =
+`KL(A||B) = (tr(S_b^-1 S_a) + d^T S_b^-1 d - k + ln det S_b - ln det S_a) / 2` (`d = mu_b - mu_a`, `k` the
+subspace's dimension) both ways, with `delta_kl =
 KL(A||B) - KL(B||A)`. Both projected covariances get the same ridge `ridge * mean eigenvalue of the union's
 projected covariance` added to their diagonal (default 1e-3), so a sample with fewer rows than `dim` (a
 singular fit) still has a finite KL; with `ridge=0` such a sample is refused.
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg.blas import dtrmm
 
 from fastmmeval.errors import ConfigError
 
@@ -91,7 +93,8 @@ class Alignment:
 
 
 def _rows(x: Any, name: str) -> np.ndarray:
-    array = np.asarray(x, dtype=np.float64)
+    """`x` as a new float64 (rows, dims) array (the callers centre it in place)."""
+    array = np.array(x, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] < 2 or array.shape[1] < 1:
         raise ConfigError(f"embeddings {name}: expected a (rows, dims) array with at least 2 rows, got {array.shape}")
     if not np.isfinite(array).all():
@@ -105,23 +108,31 @@ def _symmetric(m: np.ndarray) -> np.ndarray:
 
 def fit_gaussian(x: Any) -> Gaussian:
     """The Gaussian fit of the rows of `x` (mean and covariance with ddof 1, as numpy.cov)."""
-    rows = _rows(x, "x")
-    mean = rows.mean(axis=0)
-    centred = rows - mean
-    return Gaussian(mean, _symmetric(centred.T @ centred) / (len(rows) - 1), len(rows))
+    return _Scatter(_rows(x, "x")).fit()
 
 
 def psd_root(cov: np.ndarray) -> np.ndarray:
-    """A factor `L` with `L L^T = cov` for a PSD `cov`: its eigenvectors scaled by the square roots of its
-    eigenvalues (negative ones, rounding of zero, clipped to 0)."""
-    w, v = np.linalg.eigh(cov)
-    return v * np.sqrt(np.clip(w, 0.0, None))
+    """A factor `L` with `L L^T = cov` for a PSD `cov`: its Cholesky factor (lower triangular) when `cov` is
+    positive definite, else its eigenvectors scaled by the square roots of its eigenvalues (negative ones,
+    rounding of zero, clipped to 0)."""
+    try:
+        return np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        w, v = np.linalg.eigh(cov)
+        return v * np.sqrt(np.clip(w, 0.0, None))
+
+
+def _congruence(root: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """`root^T cov root`, with two triangular products when `root` is lower triangular (half a general one's work)."""
+    if np.triu(root, 1).any():
+        return root.T @ cov @ root
+    return dtrmm(1.0, root, dtrmm(1.0, root, cov, side=1, lower=1), lower=1, trans_a=1)
 
 
 def trace_sqrt_product(root_a: np.ndarray, cov_b: np.ndarray) -> float:
     """`tr sqrt(S_a S_b)` from `root_a` (`L` with `L L^T = S_a`, see `psd_root`): the sum of the square roots
     of the eigenvalues of `L^T S_b L`, which are those of `S_a S_b` (clipped at 0)."""
-    w = np.linalg.eigvalsh(_symmetric(root_a.T @ cov_b @ root_a))
+    w = np.linalg.eigvalsh(_symmetric(_congruence(root_a, cov_b)))
     return float(np.sqrt(np.clip(w, 0.0, None)).sum())
 
 
@@ -147,57 +158,52 @@ def gaussian_kl(p: Gaussian, q: Gaussian) -> float:
     return float(0.5 * ((whitened**2).sum() + shift @ shift - len(p.mean) + logdet_q - logdet_p))
 
 
-class _Draws:
-    """Gaussian fits of random subsets of one set's rows without refitting each from its rows: the rows are
-    centred and their scatter matrix formed once; a subset's is that minus the scatter of the rows it leaves
-    out when it keeps more than half (fewer rows to multiply)."""
+class _Scatter:
+    """One set's rows centred (in place) and their scatter matrix, formed once, from which the fit of the set
+    or of any subset of its rows follows without refitting: a subset keeping more than half of the rows
+    has the scatter less that of the rows it leaves out (fewer rows to multiply)."""
 
     def __init__(self, rows: np.ndarray) -> None:
         self.mean = rows.mean(axis=0)
-        self.centred = rows - self.mean
-        self.scatter = self.centred.T @ self.centred
-        self.total = self.centred.sum(axis=0)
+        rows -= self.mean
+        self.centred = rows
+        self.scatter = rows.T @ rows
+        self.total = rows.sum(axis=0)
 
-    def fit(self, keep: np.ndarray) -> Gaussian:
-        """The fit of the rows where the boolean mask `keep` is set."""
-        k = int(keep.sum())
-        if 2 * k > len(keep):
-            left = self.centred[~keep]
+    def fit(self, keep: np.ndarray | None = None) -> Gaussian:
+        """The fit of the rows where the boolean mask `keep` is set (all rows without one)."""
+        if keep is None:
+            k, scatter, total = len(self.centred), self.scatter, self.total
+        elif 2 * keep.sum() > len(keep):
+            k, left = int(keep.sum()), self.centred[~keep]
             scatter, total = self.scatter - left.T @ left, self.total - left.sum(axis=0)
         else:
-            kept = self.centred[keep]
+            k, kept = int(keep.sum()), self.centred[keep]
             scatter, total = kept.T @ kept, kept.sum(axis=0)
         cov = _symmetric(scatter - np.outer(total, total) / k) / (k - 1)
         return Gaussian(self.mean + total / k, cov, k)
 
 
-@dataclass(frozen=True)
 class Matched:
-    """Matched-sample trials of sets A and B: their sizes and which one is subsampled ('a', 'b', or None
-    when they are the same size)."""
+    """Matched-sample trials of sets A and B: their sizes, which one is subsampled ('a', 'b', or None when
+    they are the same size) and each trial's pair of fits."""
 
-    rows_a: np.ndarray
-    rows_b: np.ndarray
-    trials: int
-    seed: int
-
-    @property
-    def subsampled(self) -> str | None:
-        """The larger set's name, None for sets of the same size."""
-        n_a, n_b = len(self.rows_a), len(self.rows_b)
-        return None if n_a == n_b else "a" if n_a > n_b else "b"
+    def __init__(self, rows_a: np.ndarray, rows_b: np.ndarray, trials: int, seed: int) -> None:
+        self.n_a, self.n_b, self.trials, self.seed = len(rows_a), len(rows_b), trials, seed
+        self.subsampled = None if self.n_a == self.n_b else "a" if self.n_a > self.n_b else "b"
+        large, small = (rows_a, rows_b) if self.subsampled == "a" else (rows_b, rows_a)
+        self._large, self._small = _Scatter(large), _Scatter(small).fit()
 
     def pairs(self) -> Iterator[tuple[Gaussian, Gaussian]]:
         """Each trial's (fit of A's rows, fit of B's rows): a seeded draw without replacement of the larger
         set the size of the smaller one, against all of the smaller (the same Gaussian object every trial)."""
-        large, small = (self.rows_a, self.rows_b) if self.subsampled == "a" else (self.rows_b, self.rows_a)
-        fixed, draws = fit_gaussian(small), _Draws(large)
+        n_large, n_small = max(self.n_a, self.n_b), min(self.n_a, self.n_b)
         rng = np.random.default_rng(self.seed)
         for _ in range(self.trials):
-            keep = np.zeros(len(large), bool)
-            keep[rng.choice(len(large), len(small), replace=False)] = True
-            drawn = draws.fit(keep)
-            yield (drawn, fixed) if self.subsampled == "a" else (fixed, drawn)
+            keep = np.zeros(n_large, bool)
+            keep[rng.choice(n_large, n_small, replace=False)] = True
+            drawn = self._large.fit(keep)
+            yield (drawn, self._small) if self.subsampled == "a" else (self._small, drawn)
 
 
 def matched(a: Any, b: Any, trials: int = TRIALS, seed: int = 0) -> Matched:
@@ -255,7 +261,7 @@ def alignment(a: Any, b: Any, trials: int = TRIALS, seed: int = 0, *, fid: bool 
         if kl:
             ab, ba, used = pca_kl_pair(ga, gb, dim, ridge)
             kls.append((ab, ba))
-    n_a, n_b = len(trial.rows_a), len(trial.rows_b)
+    n_a, n_b = trial.n_a, trial.n_b
     stats: dict[str, Any] = {"fid": Spread.of(fids)} if fid else {}
     if kl:
         stats.update(kl_ab=Spread.of([x for x, _ in kls]), kl_ba=Spread.of([y for _, y in kls]),
