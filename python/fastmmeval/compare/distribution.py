@@ -170,7 +170,7 @@ def scatter_png(a: np.ndarray, b: np.ndarray, names: tuple[str, str], title: str
     centred = union - union.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     points = centred @ vt[:2].T
-    fig, ax = plt.subplots(figsize=(6.0, 5.0), dpi=120)
+    fig, ax = plt.subplots(figsize=(6.4, 5.0), dpi=120)
     for part, name, colour in ((points[: len(a)], names[0], "#4C72B0"), (points[len(a):], names[1], "#DD8452")):
         ax.scatter(part[:, 0], part[:, 1], s=8, alpha=0.5, color=colour, label=f"{name} ({len(part)})")
     ax.set_xlabel("PC 1")
@@ -210,7 +210,9 @@ def distribution(task_a: str, task_b: str, encoder: Encoder | str, out: Path, tr
     report = DistributionReport(task_a, task_b, enc.fingerprint(), normalize, list(sets), aligned, label_report,
                                 [REPORT_FILE, PLOT_FILE])
     out.mkdir(parents=True, exist_ok=True)
-    title = report.summary().splitlines()
-    write_bytes_atomic(out / PLOT_FILE, scatter_png(a, b, (task_a, task_b), "\n".join(title[:3])))
+    title = f"{enc.fingerprint().get('encoder')} embeddings, {aligned.trials} trials of {aligned.n_per_trial} images\n"
+    title += f"FID {aligned.fid.mean:.4f} ± {aligned.fid.std:.4f}; PCA-KL ({aligned.pca['dim_used']} dims): "
+    title += f"A||B {aligned.kl_ab.mean:.4g}, B||A {aligned.kl_ba.mean:.4g}"
+    write_bytes_atomic(out / PLOT_FILE, scatter_png(a, b, (f"A: {task_a}", f"B: {task_b}"), title))
     write_json_atomic(out / REPORT_FILE, report.to_json())
     return report
