@@ -39,7 +39,7 @@ import scipy.linalg
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
-from fastmmeval.compare.alignment import alignment, fid, pca_kl
+from fastmmeval.compare.alignment import alignment, fid, pca_kl, trial_draws
 
 
 def embeddings(n: int, n_b: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,17 +54,6 @@ def embeddings(n: int, n_b: int, d: int, seed: int) -> tuple[np.ndarray, np.ndar
     shift = (rng.standard_normal(d).astype(np.float32) * scale * np.float32(0.5)) @ q.astype(np.float32)
     b = (rng.standard_normal((n_b, d), dtype=np.float32) * scale * tilt) @ q.astype(np.float32) + shift
     return a, b
-
-
-def draws(n_large: int, n_small: int, trials: int, seed: int) -> list[np.ndarray]:
-    """Each trial's rows of the larger set (the matched-sample trials' own seeded draws)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(trials):
-        keep = np.zeros(n_large, bool)
-        keep[rng.choice(n_large, n_small, replace=False)] = True
-        out.append(keep)
-    return out
 
 
 def calculate_frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray,
@@ -139,7 +128,7 @@ def main() -> None:
     args = parser.parse_args()
 
     a, b = embeddings(args.n, args.n_b, args.d, args.seed)
-    keeps = draws(args.n_b, args.n, args.trials, args.seed)
+    keeps = trial_draws(args.n_b, args.n, args.trials, args.seed)
     result: dict[str, Any] = {"bench": "compare", "n": args.n, "n_b": args.n_b, "d": args.d, "trials": args.trials,
                               "dim": args.dim, "ridge": args.ridge, "threads": args.threads, "cpus": os.cpu_count(),
                               "load_avg_start": round(os.getloadavg()[0], 1)}

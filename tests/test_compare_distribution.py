@@ -19,7 +19,16 @@ from PIL import Image
 from sklearn.decomposition import PCA
 
 from fastmmeval.cli import main
-from fastmmeval.compare.alignment import Gaussian, alignment, fid, fit_gaussian, frechet_distance, gaussian_kl, pca_kl
+from fastmmeval.compare.alignment import (
+    Gaussian,
+    alignment,
+    fid,
+    fit_gaussian,
+    frechet_distance,
+    gaussian_kl,
+    pca_kl,
+    trial_draws,
+)
 from fastmmeval.compare.distribution import distribution
 from fastmmeval.compare.encoders import image_encoder
 from fastmmeval.compare.labels import label_distribution, normal_label
@@ -70,17 +79,6 @@ def sklearn_pca_kl(x: np.ndarray, y: np.ndarray, dim: int, ridge: float) -> tupl
     px, py = pca.transform(x), pca.transform(y)
     fits = [(p.mean(axis=0), np.cov(p, rowvar=False) + offset) for p in (px, py)]
     return closed_form_kl(*fits[0], *fits[1]), closed_form_kl(*fits[1], *fits[0])
-
-
-def draws(n_large: int, n_small: int, trials: int, seed: int) -> list[np.ndarray]:
-    """The rows each trial keeps of the larger set (the same draws as the matched-sample trials)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(trials):
-        keep = np.zeros(n_large, bool)
-        keep[rng.choice(n_large, n_small, replace=False)] = True
-        out.append(keep)
-    return out
 
 
 def test_fid_of_large_samples_is_the_closed_form_of_their_gaussians() -> None:
@@ -148,7 +146,7 @@ def test_each_trial_compares_a_draw_of_the_larger_set_with_the_whole_smaller_one
     b = rng.standard_normal((700, 12)) @ random_cov(rng, 12) + 0.2
     result = alignment(a, b, trials=4, seed=7, dim=5)
     assert (result.n_a, result.n_b, result.n_per_trial, result.subsampled) == (300, 700, 300, "b")
-    for t, keep in enumerate(draws(700, 300, 4, seed=7)):
+    for t, keep in enumerate(trial_draws(700, 300, 4, seed=7)):
         assert result.fid.values[t] == pytest.approx(pytorch_fid_distance(a, b[keep]), rel=1e-9)
         ab, ba = sklearn_pca_kl(a, b[keep], dim=5, ridge=1e-3)
         assert (result.kl_ab.values[t], result.kl_ba.values[t]) == pytest.approx((ab, ba), rel=1e-8)

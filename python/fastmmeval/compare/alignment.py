@@ -184,6 +184,18 @@ class _Scatter:
         return Gaussian(self.mean + total / k, cov, k)
 
 
+def trial_draws(n_large: int, n_small: int, trials: int, seed: int) -> list[np.ndarray]:
+    """Each matched-sample trial's rows of the larger set (a boolean mask): `n_small` of `n_large` drawn
+    without replacement, seeded."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        keep = np.zeros(n_large, bool)
+        keep[rng.choice(n_large, n_small, replace=False)] = True
+        out.append(keep)
+    return out
+
+
 class Matched:
     """Matched-sample trials of sets A and B: their sizes, which one is subsampled ('a', 'b', or None when
     they are the same size) and each trial's pair of fits."""
@@ -197,11 +209,7 @@ class Matched:
     def pairs(self) -> Iterator[tuple[Gaussian, Gaussian]]:
         """Each trial's (fit of A's rows, fit of B's rows): a seeded draw without replacement of the larger
         set the size of the smaller one, against all of the smaller (the same Gaussian object every trial)."""
-        n_large, n_small = max(self.n_a, self.n_b), min(self.n_a, self.n_b)
-        rng = np.random.default_rng(self.seed)
-        for _ in range(self.trials):
-            keep = np.zeros(n_large, bool)
-            keep[rng.choice(n_large, n_small, replace=False)] = True
+        for keep in trial_draws(max(self.n_a, self.n_b), min(self.n_a, self.n_b), self.trials, self.seed):
             drawn = self._large.fit(keep)
             yield (drawn, self._small) if self.subsampled == "a" else (self._small, drawn)
 
