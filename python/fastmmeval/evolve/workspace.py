@@ -10,16 +10,14 @@ from typing import Any
 
 from fastmmeval.errors import ConfigError
 from fastmmeval.evolve.records import Failure
-from fastmmeval.live.store import Blobs
+from fastmmeval.live.store import WorkFolder
 from fastmmeval.util import write_json_atomic
 
 
 @dataclass(frozen=True)
-class Workspace:
-    """An update's folder: `spec.yaml` (editable), the stages' files, `work/` (stage cache, blobs) and
-    the new version's dataset."""
-
-    root: Path
+class Workspace(WorkFolder):
+    """An update's folder: `spec.yaml` (editable), the stages' files, `work/` (stage cache; blobs: the
+    original's sampled images and the candidates) and the new version's dataset."""
 
     @property
     def spec_path(self) -> Path:
@@ -29,16 +27,6 @@ class Workspace:
     def stage_path(self, stage: str) -> Path:
         """The file of stage `stage` (acquired, generated, verified)."""
         return self.root / f"{stage}.json"
-
-    @property
-    def cache_path(self) -> Path:
-        """The sqlite stage cache."""
-        return self.root / "work" / "cache.sqlite"
-
-    @property
-    def blobs(self) -> Blobs:
-        """Images (original samples and candidates), named by sha256."""
-        return Blobs(self.root / "work" / "blobs")
 
     def review_path(self, version: int) -> Path:
         """The review sheet of version `version` (a sample of its questions to check by hand)."""

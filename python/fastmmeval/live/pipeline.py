@@ -30,25 +30,14 @@ from fastmmeval.live.records import Capture, Draft, Failure, Item, PageInfo, Sou
 from fastmmeval.live.roles import ROLE_NAMES, Role, RoleSpec, build_roles
 from fastmmeval.live.score import score_item
 from fastmmeval.live.select import Selection, select_items
-from fastmmeval.live.store import Blobs, StageCache, content_key
+from fastmmeval.live.store import StageCache, WorkFolder, content_key
 from fastmmeval.util import write_bytes_atomic, write_json_atomic
 
 STAGES = ("capture", "extract", "generate", "check", "finalize", "score")
 @dataclass(frozen=True)
-class Workspace:
-    """A month's build folder: `work/` (stage cache and blobs), `build.json`, `review.html`, `dataset/`."""
-
-    root: Path
-
-    @property
-    def cache_path(self) -> Path:
-        """The sqlite stage cache."""
-        return self.root / "work" / "cache.sqlite"
-
-    @property
-    def blobs(self) -> Blobs:
-        """Screenshots, page texts and HTML, named by sha256."""
-        return Blobs(self.root / "work" / "blobs")
+class Workspace(WorkFolder):
+    """A month's build folder: `work/` (stage cache; blobs: screenshots, page texts and HTML),
+    `build.json`, `review.html`, `dataset/`."""
 
     @property
     def build_path(self) -> Path:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,20 @@ class StageCache:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+@dataclass(frozen=True)
+class WorkFolder:
+    """A pipeline's folder with its `work/`: the sqlite stage cache and the blobs, under `root`."""
+
+    root: Path
+
+    @property
+    def cache_path(self) -> Path:
+        """The sqlite stage cache."""
+        return self.root / "work" / "cache.sqlite"
+
+    @property
+    def blobs(self) -> Blobs:
+        """The blobs (screenshots, images, page texts), named by sha256."""
+        return Blobs(self.root / "work" / "blobs")
