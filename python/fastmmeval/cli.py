@@ -17,6 +17,14 @@ from fastmmeval.console import print_table, stdout_console
 from fastmmeval.errors import ConfigError, FastmmevalError
 from fastmmeval.images import image_flags
 from fastmmeval.protocol import MC_MODES
+from fastmmeval.run_flags import (
+    add_habit_flags,
+    apply_config_file,
+    config_file,
+    finish_run,
+    print_comparison,
+    resolved_flags,
+)
 from fastmmeval.tasks.config import mode_label
 from fastmmeval.tasks.sources import data_dir_flag, use_data_dir
 
@@ -39,7 +47,7 @@ SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task
 
 
-def _run_parser(sub: Any) -> None:
+def _run_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="evaluate a model on tasks (flags follow lmms-eval)")
     p.add_argument("--model", required=True, help="backend name (see `fastmmeval models`)")
     p.add_argument("--model_args", default="", help="k=v,k2=v2 passed to the backend")
@@ -108,14 +116,18 @@ def _run_parser(sub: Any) -> None:
         default=300.0,
         help="data parallel: seconds a process waits for another (loading the model, one batch) before giving up",
     )
+    add_habit_flags(p)
+    return p
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(run_config: Path | None = None) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand; `run`'s flag defaults from the `run_config` YAML file if given."""
     parser = argparse.ArgumentParser(prog="fastmmeval", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
-    _run_parser(sub)
+    run = _run_parser(sub)
+    if run_config is not None:
+        apply_config_file(run, run_config)
     sub.add_parser("models", help="list registered model backends")
     for module in FLOWS.values():
         importlib.import_module(module).add_parser(sub)
@@ -146,6 +158,9 @@ def results_table(results: dict[str, Any]) -> Table:
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.retry_failed and not args.resume:
         raise ConfigError("--retry_failed retries the failed docs of a run: use it with --resume")
+    from fastmmeval.tasks.overrides import parse_gen_kwargs
+
+    parse_gen_kwargs(args.gen_kwargs)  # refused before any process starts
     use_data_dir(args.data_dir)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:  # one rank of torchrun or of our own launcher
@@ -168,6 +183,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
     """Run, print the results and the failures; 1 when every doc of some task failed."""
     from fastmmeval.evaluate import RunConfig, evaluate
     from fastmmeval.judge.judge import judge_specs
+    from fastmmeval.tasks.overrides import parse_gen_kwargs
 
     config = RunConfig(
         model=args.model,
@@ -182,6 +198,8 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
         mc_mode=args.mc_mode,
         predict_only=args.predict_only,
         judges=judge_specs(args.judge_model, args.judge_args, args.judge_config),
+        gen_kwargs=parse_gen_kwargs(args.gen_kwargs),
+        system_instruction=args.system_instruction or None,
     )
     resume = Path(args.resume) if isinstance(args.resume, str) else bool(args.resume)
     run, results = evaluate(
@@ -193,6 +211,7 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
         command=["fastmmeval", *argv],
         ranks=ranks,
         retry_failed=args.retry_failed,
+        flags=resolved_flags(args),
     )
     if not ranks.is_main:
         return 0
@@ -205,11 +224,14 @@ def _evaluate(args: argparse.Namespace, argv: list[str], ranks: Ranks) -> int:
             f"overall (equal-weight mean of headline metrics on 0-100, {overall['n_tasks']} tasks): "
             f"{overall['overall']:.2f}" + (f"; left out: {left_out}" if left_out else "")
         )
+    if args.compare is not None:
+        print_comparison(run.root, args.compare, console)
     for name, r in results.items():
         if "submission" in r:
             console.print(f"{name}: submission file {run.root / r['submission']['file']} "
                           f"({r['submission']['predictions']} predictions)", soft_wrap=True, markup=False)
     console.print(f"run folder: {run.root}", soft_wrap=True)
+    finish_run(args, run.root, console)
     return _report_failures(run, results)
 
 
@@ -256,9 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     # `fastmmeval --model ... --tasks ...` works like lmms-eval's bare invocation.
-    if argv and argv[0] not in SUBCOMMANDS and argv[0].startswith("--model"):
+    if argv and argv[0] not in SUBCOMMANDS and argv[0].startswith(("--model", "--config")):
         argv = ["run", *argv]
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser(config_file(argv))
+    except ConfigError as e:
+        print(f"fastmmeval: error: {e}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
     args.debug = debug
     try:
         return _dispatch(args, argv)

@@ -8,14 +8,14 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from fastmmeval.answering import Answered, answered, prepared_docs
+from fastmmeval.answering import Answered, Meter, answered, prepared_docs
 from fastmmeval.distributed import ONE_PROCESS, Ranks
 from fastmmeval.errors import ConfigError, DocError, FailureKind
 from fastmmeval.images import DEFAULT_MAX_PIXELS
@@ -29,17 +29,21 @@ from fastmmeval.results import RunDir, git_hash, versions
 from fastmmeval.runlock import run_lock
 from fastmmeval.samples import aggregate, build_sample, failure_kind
 from fastmmeval.tasks import resolve
+from fastmmeval.tasks.overrides import check_gen_kwargs
 from fastmmeval.tasks.submission import submission_file
 from fastmmeval.tasks.task import Task
 
 MAX_JUDGING_BATCHES = 64  # inference waits for the judges when this many batches await judgment
 
 
-def _judged_samples(task: Task, groups: Iterator[Answered], panel: JudgePanel) -> Iterator[list[dict[str, Any]]]:
+def _judged_samples(
+    task: Task, groups: Iterator[Answered], panel: JudgePanel, meter: Meter
+) -> Iterator[list[dict[str, Any]]]:
     """Each group's samples, in order, once the judges have graded it: a group's answers go to the
     judges at once, and the model goes on with the next groups while they work."""
     pending: deque[tuple[Answered, Judging]] = deque()
     for group in groups:
+        start = time.perf_counter()
         calls = []
         for item, response in group:
             if response is None or response.error is not None or item.doc is None:
@@ -50,15 +54,21 @@ def _judged_samples(task: Task, groups: Iterator[Answered], panel: JudgePanel) -
                 continue  # build_sample records the same error as the doc's failure
             calls.extend((item.ref.id, use, prompt, case) for use, prompt, case in uses)
         pending.append((group, panel.submit(calls)))
+        meter.judge_s += time.perf_counter() - start
         while pending and (pending[0][1].done() or len(pending) > MAX_JUDGING_BATCHES):
-            yield _finish_judged(task, *pending.popleft())
+            yield _finish_judged(task, *pending.popleft(), meter)
     while pending:
-        yield _finish_judged(task, *pending.popleft())
+        yield _finish_judged(task, *pending.popleft(), meter)
 
 
-def _finish_judged(task: Task, group: Answered, judging: Judging) -> list[dict[str, Any]]:
+def _finish_judged(task: Task, group: Answered, judging: Judging, meter: Meter) -> list[dict[str, Any]]:
+    start = time.perf_counter()
     verdicts = judging.result()
-    return [build_sample(task, item, response, verdicts.get(item.ref.id, {})) for item, response in group]
+    scored = time.perf_counter()
+    samples = [build_sample(task, item, response, verdicts.get(item.ref.id, {})) for item, response in group]
+    meter.judge_s += scored - start
+    meter.score_s += time.perf_counter() - scored
+    return samples
 
 
 def run_task(
@@ -80,7 +90,10 @@ def run_task(
     `retry_failed`, those whose model call failed); returns its results.
     With several ranks, each evaluates every world_size-th doc left and rank 0 writes all samples.
     A task with judge metrics or judge-assisted extraction is graded by `judges` as it goes; a submission
-    task's file is written to the run's submissions/ folder, and its results say where."""
+    task's file is written to the run's submissions/ folder, and its results say where. Its results'
+    `timing` and `tokens` are those of the docs answered in this process."""
+    started = time.perf_counter()
+    meter = Meter()
     if needs_judge(task) and (judges is None or ranks.world_size > 1):
         raise ConfigError(_judge_needed([task.name]))
     refs = task.doc_refs(limit)
@@ -90,19 +103,25 @@ def run_task(
     left = set(ranks.share([r.id for r in refs if r.id not in done] if ranks.is_main else None)[0])
     todo = [r for r in refs if r.id in left]
     mine = prepared_docs(model, task, todo[ranks.rank :: ranks.world_size], seed, workers, ahead=2 * batch_size + 2)
-    groups = answered(model, mine, batch_size)
+    groups = answered(model, mine, batch_size, meter)
     show = progress and ranks.is_main
     with tqdm(total=len(refs), initial=len(refs) - len(todo), desc=task.name, unit="doc", disable=not show) as bar:
         if judges is not None and needs_judge(task):  # one process (checked above)
-            for samples in _judged_samples(task, groups, judges):
+            for samples in _judged_samples(task, groups, judges, meter):
+                meter.docs += len(samples)
                 run.append(task.name, samples)
                 done.update((s["doc_id"], s) for s in samples)
                 bar.update(len(samples))
         else:
             # Every rank takes the same number of steps; a step's samples are a run of `todo`, in order.
             for _ in range(math.ceil(len(todo) / (ranks.world_size * batch_size))):
-                gathered = ranks.share([build_sample(task, item, response) for item, response in next(groups, [])])
+                group = next(groups, [])
+                start = time.perf_counter()
+                built = [build_sample(task, item, response) for item, response in group]
+                meter.score_s += time.perf_counter() - start
+                gathered = ranks.share(built)
                 samples = [s for row in zip_longest(*gathered) for s in row if s is not None]
+                meter.docs += len(samples)
                 if ranks.is_main:
                     run.append(task.name, samples)
                     done.update((s["doc_id"], s) for s in samples)
@@ -110,11 +129,14 @@ def run_task(
     results = None
     if ranks.is_main:
         samples = [done[r.id] for r in refs]
+        start = time.perf_counter()
         results = aggregate(task, samples, bootstrap_iters, seed)
+        meter.score_s += time.perf_counter() - start
         if task.submission is not None:  # rebuilt from every sample, so a resumed run writes the whole file
             data, predictions = submission_file(task.submission, samples)
             name = f"{task.name}.{task.submission.extension}"
             results["submission"] = {"file": run.write_submission(name, data), "predictions": predictions}
+        results.update(meter.report(time.perf_counter() - started))
     return ranks.share(results)[0]
 
 
@@ -139,13 +161,15 @@ class RunConfig:
     allow_absolute_image_paths: bool = False  # for every task, not only those whose dataset allows them
     mc_mode: str | None = None  # gen or ppl for every multiple-choice task (None: each task file's own)
     predict_only: bool = False  # answer every doc, score none
+    # Over every generating task's generation settings (tasks.overrides.parse_gen_kwargs's typed values).
+    gen_kwargs: dict[str, Any] = field(default_factory=dict)
+    system_instruction: str | None = None  # a system turn before every prompt
 
 
 # What a run started before a setting existed ran with: its default (a run config with a later setting's
 # default equals the older one, so --resume finds it).
-_SETTING_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.name in ("max_image_pixels",
-                                                                               "allow_absolute_image_paths",
-                                                                               "mc_mode", "predict_only")}
+_SETTING_DEFAULTS = {k: v for k, v in asdict(RunConfig(model="")).items() if k in (
+    "max_image_pixels", "allow_absolute_image_paths", "mc_mode", "predict_only", "gen_kwargs", "system_instruction")}
 
 
 def _seed_everything(seed: int) -> None:
@@ -171,6 +195,7 @@ def evaluate(
     command: list[str] | None = None,
     ranks: Ranks = ONE_PROCESS,
     retry_failed: bool = False,
+    flags: dict[str, Any] | None = None,
 ) -> tuple[RunDir, dict[str, Any]]:
     """Run `config` and write its run folder; with `resume`, continue the newest matching run
     under `output_path` (or the run folder given) instead of starting over, and with
@@ -178,10 +203,12 @@ def evaluate(
     that gave up after its retries, a timeout). `batch_size` is the checkpoint granularity: samples
     are appended every `batch_size` docs answered (None: the model's own default). With several
     `ranks` (data parallel), every rank calls this: each evaluates a share of the docs, rank 0 writes
-    the run folder, and all return its results; a failure on any rank fails all of them."""
+    the run folder, and all return its results; a failure on any rank fails all of them. `flags` (the
+    command line's resolved flags) are recorded in the manifest, those of the latest invocation."""
     _check(config, batch_size)
     with ranks.guard(), ExitStack() as held:
-        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed, held)
+        return _evaluate(config, output_path, batch_size, resume, progress, command, ranks, retry_failed, held,
+                         flags)
 
 
 def _check(config: RunConfig, batch_size: int | None) -> None:
@@ -194,6 +221,7 @@ def _check(config: RunConfig, batch_size: int | None) -> None:
             raise ConfigError(f"--{name} must be at least {low}, got {value}")
     if config.mc_mode not in (None, *MC_MODES):
         raise ConfigError(f"--mc_mode must be gen or ppl, got {config.mc_mode!r}")
+    check_gen_kwargs(config.gen_kwargs)
 
 
 def _evaluate(
@@ -206,9 +234,10 @@ def _evaluate(
     ranks: Ranks,
     retry_failed: bool,
     held: ExitStack,
+    flags: dict[str, Any] | None,
 ) -> tuple[RunDir, dict[str, Any]]:
     tasks = resolve(config.tasks, config.include_path, config.max_image_pixels, config.allow_absolute_image_paths,
-                    config.mc_mode, config.predict_only)
+                    config.mc_mode, config.predict_only, config.gen_kwargs, config.system_instruction)
     for task in tasks:
         for metric in task.metrics:
             problem = metric.unavailable() if metric.unavailable else None
@@ -256,6 +285,8 @@ def _evaluate(
         }
         if resume and (run.root / "samples").exists():
             manifest["resumed"].append(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        if flags is not None:
+            manifest["flags"] = flags
         run.write_json("manifest.json", manifest)
     results: dict[str, Any] = {}
     earlier = (run.read_json("results.json") or {}) if ranks.is_main else {}
