@@ -16,6 +16,7 @@ from fastmmeval.judge.pipeline import judged_score, needs_judge
 from fastmmeval.metrics import summarize
 from fastmmeval.metrics.base import units
 from fastmmeval.protocol import Response
+from fastmmeval.tasks.config import protocol_json
 from fastmmeval.tasks.task import DocRef, Task
 
 
@@ -77,6 +78,7 @@ def aggregate(task: Task, samples: list[dict[str, Any]], bootstrap_iters: int = 
         "alias": task.name,
         "version": task.config.version,
         "fingerprint": task.fingerprint(),
+        "protocol": protocol_json(task.protocol()),  # what the fingerprint hashes: comparisons name what differs
         "output_type": task.config.output_type,
         "mc_mode": task.config.mc_mode,
         "n": len(samples),

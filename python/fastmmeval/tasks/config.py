@@ -109,7 +109,12 @@ class TaskConfig:
     breakdown_where: str = ""
 
     def fingerprint(self) -> str:
-        """Hash of everything in the protocol that can change a score (not paths or prose)."""
+        """Hash of everything in the protocol that can change a score (not paths or prose): of `protocol()`."""
+        return protocol_hash(self.protocol())
+
+    def protocol(self) -> dict[str, Any]:
+        """Everything in the protocol that can change a score (not paths or prose), as the fingerprint
+        hashes it."""
         payload = asdict(self)
         for key in ("description", "source_file", "group", "metric_keys", "metric_filters", "docs", "lmms_eval",
                     "breakdown", "breakdown_where"):
@@ -124,8 +129,18 @@ class TaskConfig:
             payload["ppl"]["doc_to_messages"] = [asdict(m) for m in ppl_messages(self)]
         else:
             payload.pop("ppl")
-        blob = json.dumps(payload, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return payload
+
+
+def protocol_hash(payload: dict[str, Any]) -> str:
+    """The fingerprint of a protocol payload: 16 hex digits of the SHA-256 of its sorted JSON."""
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def protocol_json(payload: dict[str, Any]) -> dict[str, Any]:
+    """A protocol payload as results.json records it: JSON values, what JSON lacks as text (as the hash reads it)."""
+    return json.loads(json.dumps(payload, sort_keys=True, default=str))
 
 
 def parse_task(path: Path, data: LineDict | None = None) -> TaskConfig:

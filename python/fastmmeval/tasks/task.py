@@ -102,6 +102,15 @@ class Task:
             blob += f"|{[(sorted(spec.identity().items()), split) for spec, split in extra]}"
         return sha256(blob.encode()).hexdigest()[:16]
 
+    def protocol(self) -> dict[str, Any]:
+        """What `fingerprint` hashes, as a mapping: the config's `protocol()`, the loaded data's identity
+        under `data` and the other hub data its `process_doc` reads under `process_doc_data`."""
+        out = {**self.config.protocol(), "data": dict(self.rows.identity)}
+        extra = PROCESSOR_DATA.get(self.config.process_doc or "")
+        if extra:
+            out["process_doc_data"] = [{**spec.identity(), "split": split} for spec, split in extra]
+        return out
+
     def doc_refs(self, limit: int | None = None) -> list[DocRef]:
         """The first `limit` docs (all when None), in dataset order; only those of the config's
         `doc_ids` when it lists some (a subset task)."""
