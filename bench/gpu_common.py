@@ -9,9 +9,11 @@ Each step script (bench/gpu_kcenter.py, gpu_engine.py, gpu_contam.py) runs as `p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +39,8 @@ def step_args(description: str) -> argparse.ArgumentParser:
 
 def run_step(args: argparse.Namespace, name: str, body: Callable[[argparse.Namespace], dict[str, Any]]) -> None:
     """Run `body` and write its figures as the step's JSON line; an exception becomes a line with its error."""
+    # The suite's `timeout` sends SIGTERM: exit through `finally` blocks (run_python kills its children there).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     start = time.perf_counter()
     line: dict[str, Any] = {"item": args.item, "name": name, "device": args.device, "small": args.small}
     try:
@@ -69,7 +73,7 @@ class GpuSampler:
         if shutil.which("nvidia-smi"):
             query = ["--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
             with self.log.open("w") as f:
-                self.proc = subprocess.Popen(["nvidia-smi", *query, f"-lms={self.every_ms}"], stdout=f,
+                self.proc = subprocess.Popen(["nvidia-smi", *query, f"--loop-ms={self.every_ms}"], stdout=f,
                                              stderr=subprocess.DEVNULL)
         return self
 
@@ -132,12 +136,19 @@ def rel_diff(a: float, b: float) -> float:
 
 
 def run_python(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run `python argv` (this interpreter), output to `log`; (exit status, last JSON line printed or '')."""
+    """Run `python argv` (this interpreter), output to `log`; (exit status, last JSON line printed or ''). The
+    child and everything it starts (e.g. bench_engine's contenders, on the GPU) are killed at the timeout or
+    when this process is terminated (the suite's `timeout`)."""
     with log.open("w") as f:
+        proc = subprocess.Popen([sys.executable, *argv], stdout=f, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
         try:
-            rc = subprocess.run([sys.executable, *argv], stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s,
-                                env=env).returncode
+            rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             rc = 124
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     lines = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
     return rc, lines[-1] if lines else ""

@@ -130,6 +130,8 @@ def engine_step(args: Any) -> dict[str, Any]:
     fp32 = out["float32"]
     out["fp32_identical"] = bool(fp32["ours_vs_static8"].get("agree")) and all(
         fp32[k].get("differ_from_static8") == 0 for k in ("static32", "batch1") if fp32[k]["status"] != "skipped")
+    if not any(run.get("status") == "ok" for runs in map(out.get, dtypes) for run in runs.values()):
+        raise RuntimeError("no engine run finished: " + json.dumps({d: out[d] for d in dtypes})[:400])
     if args.device != "cuda":
         out["gpu_note"] = "CPU rehearsal: no CUDA figures"
     return out

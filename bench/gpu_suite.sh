@@ -47,7 +47,7 @@ say() { echo "[gpu_suite $((SECONDS - START)) s] $*" | tee -a "$LOG"; }
 
 # Step limits in seconds: install, then items 1-4 (8 minutes in all on the H200; the rehearsal is small).
 NAMES=(install triton_kcenter engine_cuda contam_build cpu_kcenter)
-if [ -n "$SMALL" ]; then LIMITS=(300 60 60 60 60); else LIMITS=(75 60 200 95 40); fi
+if [ -n "$SMALL" ]; then LIMITS=(300 60 60 60 60); else LIMITS=(70 60 185 90 60); fi
 
 say "python $PY, device $DEVICE ${SMALL:-full size}, work $WORK"
 if [ "$INSTALL" = 1 ]; then
