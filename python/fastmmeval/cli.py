@@ -42,6 +42,7 @@ FLOWS: dict[str, str] = {
     "live": "fastmmeval.live.cli",
     "evolve": "fastmmeval.evolve.cli",
     "compare": "fastmmeval.compare.cli",
+    "report": "fastmmeval.report.cli",
 }
 SUBCOMMANDS = ("run", "models", *FLOWS)
 FAILURE_REASONS_SHOWN = 3  # per task
