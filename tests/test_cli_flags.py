@@ -38,6 +38,7 @@ REQUIRED = {
     "compare pacost": ["--model", "m", "--tasks", "t", "--paraphraser", "p"],
     "compare consistency": ["--runs", "a", "--runs", "b", "--tasks", "a,b"],
     "compare distribution": ["--tasks", "a,b"],
+    "report": ["r"],
 }
 
 
