@@ -39,7 +39,7 @@ def test_the_index_counts_a_runs_statuses_and_rules(tmp_path: Path) -> None:
     samples = [json.loads(line) for line in (run / "samples" / "vqa.jsonl").read_text().splitlines()]
     assert names.count("failed") == 6 and names.count("correct") == sum(
         s.get("metrics", {}).get("exact_match") == 1.0 for s in samples)
-    assert index["rules"] == ["", "raw"] or set(index["rules"]) == {"", "raw"}
+    assert set(index["rules"]) == {"", "raw"}  # a failed doc has no rule
     assert index["d"][:2] == ["d0", "d1"] and len(rows) == 300 and rows[0]["prompt"][0]["role"] == "user"
 
 
@@ -111,7 +111,6 @@ def test_every_value_renders_as_text(browser: Any, tmp_path: Path) -> None:
     assert page.locator("#samples .fm-response").first.text_content().endswith(EVIL)
     assert page.locator("#samples .fm-doc").first.text_content() == "d0" + EVIL
     assert EVIL in page.locator("#samples .fm-judge").first.text_content()
-    assert page.locator("#samples script").count() == page.locator("#samples script[id], #samples script").count()
     page.select_option("#samples select[data-filter='judge']", "1")
     assert page.text_content("#samples .fm-count") == "1 of 6 samples"
     assert errors == []
@@ -143,11 +142,11 @@ def _big_run(root: Path, n: int) -> Path:
     for i in range(n):
         question = " ".join(words[(i * 7 + k * 3) % len(words)] for k in range(50))[:300]
         hit = 1.0 if i % 3 else 0.0
-        lines.append(json.dumps({"doc_id": f"d{i}", "doc_index": i, "request_kind": "generate",
-                                 "prompt": [{"role": "user", "content": f"<image>{question} {i}?"}],
-                                 "images": [f"img/{i}.png"], "response": f"answer {i % 97}", "target": ["yes"],
-                                 "extracted": f"{i % 97}", "extract_rule": "raw", "metrics": {"exact_match": hit},
-                                 "failed": None}))
+        # A template, not json.dumps per line: the text holds nothing JSON escapes, and this is 3x faster.
+        lines.append(f'{{"doc_id": "d{i}", "doc_index": {i}, "request_kind": "generate", "prompt": [{{"role": "user", '
+                     f'"content": "<image>{question} {i}?"}}], "images": ["img/{i}.png"], '
+                     f'"response": "answer {i % 97}", "target": ["yes"], "extracted": "{i % 97}", '
+                     f'"extract_rule": "raw", "metrics": {{"exact_match": {hit}}}, "failed": null}}')
     (root / "samples" / "vqa.jsonl").write_text("\n".join(lines) + "\n")
     return root
 

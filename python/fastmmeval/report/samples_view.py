@@ -86,12 +86,12 @@ def thumbnails_of(config: dict[str, Any], wanted: dict[str, list[dict[str, Any]]
                   ) -> tuple[dict[str, dict[str, list[str]]], list[str]]:
     """Thumbnails ({task: {doc id: [data URI]}}) of the `wanted` samples of each task, read from the docs of the
     run's tasks (its manifest `config`), and a notice for each task whose docs cannot be read here."""
-    from fastmmeval.contam.audit.thumbnails import data_uri
-    from fastmmeval.tasks import resolve
-
     wanted = {name: samples for name, samples in wanted.items() if any(s.get("images") for s in samples)}
     if not wanted:
         return {}, []
+    from fastmmeval.contam.audit.thumbnails import data_uri
+    from fastmmeval.tasks import resolve
+
     try:
         tasks = {t.name: t for t in resolve(
             config.get("tasks") or list(wanted), config.get("include_path") or [],
