@@ -3,6 +3,7 @@ breakdowns and efficiency, read from results.json and manifest.json."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,13 @@ def breakdown_charts(name: str, r: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _short_hash(value: Any) -> str | None:
+    """A model fingerprint (a mapping of everything that identifies the weights and settings) as 16 hex digits."""
+    if value is None or isinstance(value, str):
+        return value
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def run_view(run: Path) -> dict[str, Any]:
     """Everything the report shows of one run, JSON-able."""
     results, manifest = read_run(run)
@@ -84,7 +92,7 @@ def run_view(run: Path) -> dict[str, Any]:
         "path": str(run),
         "model": config.get("model"),
         "model_args": config.get("model_args"),
-        "model_fingerprint": manifest.get("model_fingerprint"),
+        "model_fingerprint": _short_hash(manifest.get("model_fingerprint")),
         "started": manifest.get("started"),
         "finished": manifest.get("finished"),
         "command": " ".join(manifest.get("command") or []),
