@@ -183,11 +183,14 @@ def file_bytes(
     return out
 
 
-def json_without(*keys: str) -> Callable[[bytes], bytes]:
-    """A normalizer: the JSON document without these top-level keys (timestamps, run ids, durations)."""
+def json_without(*keys: str, per_task: tuple[str, ...] = ()) -> Callable[[bytes], bytes]:
+    """A normalizer: the JSON document without these top-level keys (timestamps, run ids, durations), and
+    without the `per_task` keys of each entry under its `results` (a run's timing and token counts)."""
 
     def drop(data: bytes) -> bytes:
-        doc = json.loads(data)
-        return json.dumps({k: v for k, v in doc.items() if k not in keys}, sort_keys=True).encode()
+        doc = {k: v for k, v in json.loads(data).items() if k not in keys}
+        if per_task and isinstance(doc.get("results"), dict):
+            doc["results"] = {t: {k: v for k, v in r.items() if k not in per_task} for t, r in doc["results"].items()}
+        return json.dumps(doc, sort_keys=True).encode()
 
     return drop

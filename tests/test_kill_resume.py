@@ -32,10 +32,13 @@ from fastmmeval.cli import main
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # children share two cores with the test
 # `git` too: a commit made while the suite runs moves HEAD between the uninterrupted run and the resumed one.
-RUN_VOLATILE = json_without("run_id", "started", "finished", "resumed", "command", "git")
+# Timing and token counts measure the process that finished the run, not the run's outputs.
+RUN_VOLATILE = json_without("run_id", "started", "finished", "resumed", "command", "git", "flags",
+                            per_task=("timing", "tokens"))
 # A killed child's API calls are in no results.json: usage counts those of the children that wrote it.
-API_VOLATILE = json_without("run_id", "usage")
-LOCKS = frozenset({".lock"})  # who holds (or last held) a folder, not an output
+API_VOLATILE = json_without("run_id", "usage", per_task=("timing", "tokens"))
+# Who holds (or last held) a folder, and the report drawn from results.json (its timings too): not outputs.
+LOCKS = frozenset({".lock", "report.html"})
 
 
 def sample_lines(out: Path) -> int:
@@ -252,7 +255,7 @@ def test_a_resumed_run_removes_what_killed_writes_of_its_json_files_left(
         for name in ("manifest.json", "results.json"):
             (run / KILLED_WRITE.format(name)).write_text('{"half": ')
         assert main([*args, "--resume"]) == 0
-    assert sorted(p.name for p in run.iterdir()) == [".lock", "manifest.json", "results.json", "samples"]
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "manifest.json", "report.html", "results.json", "samples"]
 
 
 def test_an_add_removes_what_a_publish_killed_in_its_write_left(corpus: list[Path], tmp_path: Path) -> None:
