@@ -22,6 +22,7 @@ from importlib.metadata import version
 
 import numpy as np
 import torch
+from gpu_common import torch_k_center
 from sklearn.metrics import pairwise_distances
 
 from fastmmeval import _core
@@ -68,16 +69,7 @@ def numpy_matvec_k_center(features: np.ndarray, k: int, first: int) -> np.ndarra
 
 def torch_matvec_k_center(features: np.ndarray, k: int, first: int) -> np.ndarray:
     """torch on the CPU with fp16 storage: `X.half() @ c` per step, fp32 norms and running minimum."""
-    x = torch.from_numpy(features).half()
-    sq = (x.float() ** 2).sum(dim=1)
-    min_d2 = torch.full((len(x),), float("inf"))
-    centers = [first]
-    for _ in range(k - 1):
-        c = centers[-1]
-        torch.minimum(min_d2, sq + sq[c] - 2.0 * (x @ x[c]).float(), out=min_d2)
-        min_d2[centers] = -1.0
-        centers.append(int(torch.argmax(min_d2)))
-    return np.array(centers, dtype=np.int64)
+    return torch_k_center(torch.from_numpy(features).half(), k, first)
 
 
 def timed(fn, *args) -> tuple[np.ndarray, float]:

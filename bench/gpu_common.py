@@ -152,3 +152,18 @@ def run_python(argv: list[str], log: Path, timeout_s: float, env: dict[str, str]
             proc.wait()
     lines = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
     return rc, lines[-1] if lines else ""
+
+
+def torch_k_center(rows: Any, k: int, first: int) -> np.ndarray:
+    """The torch reference on the rows' device: `rows @ row` per step, fp32 norms and running minimum."""
+    import torch
+
+    sq = (rows.float() ** 2).sum(1)
+    min_d2 = torch.full((len(rows),), float("inf"), device=rows.device)
+    centers = [first]
+    for _ in range(k - 1):
+        c = centers[-1]
+        torch.minimum(min_d2, sq + sq[c] - 2.0 * (rows @ rows[c]).float(), out=min_d2)
+        min_d2[centers] = -1.0
+        centers.append(int(torch.argmax(min_d2)))
+    return np.array(centers, dtype=np.int64)

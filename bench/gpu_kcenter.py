@@ -16,24 +16,9 @@ import time
 from typing import Any
 
 import numpy as np
-from gpu_common import clustered_rows, covering_radius_torch, rel_diff, run_step, skipped, step_args
+from gpu_common import clustered_rows, covering_radius_torch, rel_diff, run_step, skipped, step_args, torch_k_center
 
 PEAK_GBS = 4800.0  # H200 HBM3e
-
-
-def torch_k_center(rows: Any, k: int, first: int) -> np.ndarray:
-    """The torch reference on the rows' device: `rows @ row` per step, fp32 norms and running minimum."""
-    import torch
-
-    sq = (rows.float() ** 2).sum(1)
-    min_d2 = torch.full((len(rows),), float("inf"), device=rows.device)
-    centers = [first]
-    for _ in range(k - 1):
-        c = centers[-1]
-        torch.minimum(min_d2, sq + sq[c] - 2.0 * (rows @ rows[c]).float(), out=min_d2)
-        min_d2[centers] = -1.0
-        centers.append(int(torch.argmax(min_d2)))
-    return np.array(centers, dtype=np.int64)
 
 
 def triton_k_center(rows: Any, k: int, first: int) -> tuple[np.ndarray, float]:
