@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fastmmeval.errors import ConfigError
+from fastmmeval.report.summary import read_run
 from fastmmeval.results import RunDir
 
 # The wandb.init arguments that make sense from a command line (the rest are Python objects or internals).
@@ -103,15 +104,6 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _read(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """results.json and manifest.json of a finished run folder."""
-    found = RunDir(run)
-    results = found.read_json("results.json")
-    if results is None:
-        raise ConfigError(f"{run}: no results.json (not a finished run folder)")
-    return results, found.read_json("manifest.json") or {}
-
-
 def run_config(results: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, Any]:
     """What W&B records as the run's config: the run config, its id, and the model, judge and task
     fingerprints, package versions and git commit from the manifest."""
@@ -126,7 +118,7 @@ def run_config(results: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[
 def log_run(run: Path, *, wandb_args: dict[str, str] | None = None, tensorboard_dir: Path | None = None) -> None:
     """Log the finished run folder `run` to W&B (`wandb.init(**wandb_args)`: scalars, config and a
     `samples/<task>` table per task) and/or to TensorBoard (the scalars, under `tensorboard_dir/<run_id>`)."""
-    results, manifest = _read(run)
+    results, manifest = read_run(run)
     scalars = run_scalars(results)
     if wandb_args is not None:
         _log_wandb(run, wandb_args, results, manifest, scalars)
