@@ -24,8 +24,10 @@ from fastmmeval.protocol import Request, Response
 
 
 def results_and_samples(run: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """A run's per-task results and its samples, in file order."""
-    results = json.loads((run / "results.json").read_text())["results"]
+    """A run's per-task results (without the timing and token rates of the processes that ran it) and its
+    samples, in file order."""
+    results = {task: {k: v for k, v in r.items() if k not in ("timing", "tokens")}
+               for task, r in json.loads((run / "results.json").read_text())["results"].items()}
     samples = {p.stem: [json.loads(line) for line in p.read_text().splitlines()] for p in (run / "samples").iterdir()}
     return results, samples
 
